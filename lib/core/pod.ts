@@ -1,0 +1,60 @@
+/**
+ * The slice of the Kubernetes v1 Pod the agent reads, and the filters of DESIGN §2.1. Pods stay
+ * loose objects: a checkpoint is a copy of the whole parent, so unknown fields must survive.
+ */
+import { z } from "zod";
+
+export const CHECKPOINT_ANNOTATION = "checkpointer.alpha.coreos.com/checkpoint";
+export const CHECKPOINT_OF_ANNOTATION = "checkpointer.alpha.coreos.com/checkpoint-of";
+export const POD_SOURCE_ANNOTATION = "kubernetes.io/config.source";
+
+const stringMap = z.record(z.string(), z.string());
+
+export const ObjectMetaSchema = z.looseObject({
+  name: z.string().min(1),
+  namespace: z.string().min(1),
+  uid: z.string().optional(),
+  labels: stringMap.optional(),
+  annotations: stringMap.optional(),
+});
+
+export const PodSchema = z.looseObject({
+  apiVersion: z.string().optional(),
+  kind: z.string().optional(),
+  metadata: ObjectMetaSchema,
+  spec: z.looseObject({}).optional(),
+  status: z.looseObject({}).optional(),
+});
+
+export type ObjectMeta = z.infer<typeof ObjectMetaSchema>;
+export type Pod = z.infer<typeof PodSchema>;
+
+/** A pod's id, `namespace/name`: the key of every map the agent keeps. */
+export function podId(pod: Pod): string {
+  return `${pod.metadata.namespace}/${pod.metadata.name}`;
+}
+
+function annotations(pod: Pod): Record<string, string> {
+  return pod.metadata.annotations ?? {};
+}
+
+export function isStaticPod(pod: Pod): boolean {
+  return annotations(pod)[POD_SOURCE_ANNOTATION] === "file";
+}
+
+/** A checkpoint carries `checkpoint-of`, whatever its value. */
+export function isCheckpoint(pod: Pod): boolean {
+  return Object.hasOwn(annotations(pod), CHECKPOINT_OF_ANNOTATION);
+}
+
+export function isValidParent(pod: Pod): boolean {
+  return annotations(pod)[CHECKPOINT_ANNOTATION] === "true" && !isCheckpoint(pod) &&
+    !isStaticPod(pod);
+}
+
+/** Indexes pods by id, keeping those the filter accepts; a later duplicate wins. */
+export function podsById(pods: readonly Pod[], keep: (pod: Pod) => boolean = () => true) {
+  const byId = new Map<string, Pod>();
+  for (const pod of pods) if (keep(pod)) byId.set(podId(pod), pod);
+  return byId;
+}

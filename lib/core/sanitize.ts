@@ -1,0 +1,233 @@
+/**
+ * Turning a parent pod into a checkpoint (DESIGN §2.5), as a pure function: the sanitized
+ * manifest, plus a description of the files its rewritten volumes need. Fetching secrets and
+ * writing files happen elsewhere; this module only decides what they must be.
+ */
+import { CHECKPOINT_OF_ANNOTATION, type Pod } from "./pod.ts";
+import { renderFieldRef, renderResourceFieldRef } from "./downward_api.ts";
+
+export interface CheckpointDirs {
+  secretsDir: string;
+  configMapsDir: string;
+}
+
+export interface KeyToPath {
+  key: string;
+  path: string;
+}
+
+/** Keys of a secret or configmap; without items every key becomes a file of its own name. */
+export interface KeySource {
+  kind: "secret" | "configMap";
+  name: string;
+  optional: boolean;
+  items?: KeyToPath[];
+}
+
+/** Where the files of one rewritten volume come from: objects to fetch, or content known now. */
+export type FileSource = KeySource | { kind: "literal"; path: string; content: string };
+
+export interface VolumeFiles {
+  volume: string;
+  /** The hostPath directory the checkpoint mounts instead of the original volume. */
+  dir: string;
+  sources: FileSource[];
+}
+
+export interface SanitizedCheckpoint {
+  pod: Pod;
+  volumes: VolumeFiles[];
+  /** Parts of the parent a checkpoint cannot reproduce, said once so operators know. */
+  warnings: string[];
+}
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function asArray(value: unknown): Json[] {
+  return Array.isArray(value) ? value.filter(isObject) : [];
+}
+
+function keyItems(value: unknown): KeyToPath[] | undefined {
+  if (!Array.isArray(value) || value.length === 0) return undefined;
+  return asArray(value).map((item) => ({ key: String(item.key), path: String(item.path) }));
+}
+
+/** The directories holding every stored file of one pod: what removing its checkpoint deletes. */
+export function podFileDirs(dirs: CheckpointDirs, ns: string, pod: string): string[] {
+  return [`${dirs.secretsDir}/${ns}/${pod}`, `${dirs.configMapsDir}/${ns}/${pod}`];
+}
+
+/**
+ * A volume with every key of one object mounts `<base>/<ns>/<pod>/<object>` (the original
+ * checkpointer's layout). Volumes that need more get a directory named after the volume, under
+ * `_volumes`, which cannot clash with an object name (DNS-1123 names never start with `_`).
+ */
+function hostDir(base: string, ns: string, pod: string, volume: string, source?: KeySource) {
+  return source && !source.items
+    ? `${base}/${ns}/${pod}/${source.name}`
+    : `${base}/${ns}/${pod}/_volumes/${volume}`;
+}
+
+interface VolumeContext {
+  parent: Pod;
+  dirs: CheckpointDirs;
+  warnings: string[];
+}
+
+function keySource(kind: KeySource["kind"], name: unknown, src: Json): KeySource {
+  const items = keyItems(src.items);
+  return {
+    kind,
+    name: String(name ?? ""),
+    optional: src.optional === true,
+    ...(items ? { items } : {}),
+  };
+}
+
+function downwardFiles(ctx: VolumeContext, volume: string, items: unknown): FileSource[] {
+  const files: FileSource[] = [];
+  for (const item of asArray(items)) {
+    const path = String(item.path);
+    const rendered = isObject(item.fieldRef)
+      ? renderFieldRef(ctx.parent, String(item.fieldRef.fieldPath))
+      : isObject(item.resourceFieldRef)
+      ? renderResourceFieldRef(ctx.parent, item.resourceFieldRef)
+      : { error: "item has neither fieldRef nor resourceFieldRef" };
+    if ("error" in rendered) {
+      ctx.warnings.push(`volume ${volume}: downward API file ${path} left out: ${rendered.error}`);
+    } else {
+      files.push({ kind: "literal", path, content: rendered.value });
+    }
+  }
+  return files;
+}
+
+function projectedSources(ctx: VolumeContext, volume: string, projected: Json): FileSource[] {
+  const sources: FileSource[] = [];
+  for (const src of asArray(projected.sources)) {
+    if (isObject(src.secret)) sources.push(keySource("secret", src.secret.name, src.secret));
+    else if (isObject(src.configMap)) {
+      sources.push(keySource("configMap", src.configMap.name, src.configMap));
+    } else if (isObject(src.downwardAPI)) {
+      sources.push(...downwardFiles(ctx, volume, src.downwardAPI.items));
+    } else if (!isObject(src.serviceAccountToken)) {
+      // Service-account tokens are dropped on purpose (DESIGN §2.5); anything else is news.
+      const kinds = Object.keys(src).join(", ") || "empty source";
+      ctx.warnings.push(`volume ${volume}: projected source ${kinds} cannot be checkpointed`);
+    }
+  }
+  return sources;
+}
+
+const KEY_VOLUMES = [
+  { kind: "secret", nameField: "secretName", base: "secretsDir" },
+  { kind: "configMap", nameField: "name", base: "configMapsDir" },
+] as const;
+
+/** Rewrites one volume in place to a hostPath, returning the files that path must hold. */
+function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefined {
+  const ns = ctx.parent.metadata.namespace, pod = ctx.parent.metadata.name;
+  const name = String(volume.name);
+  let files: VolumeFiles | undefined;
+  for (const { kind, nameField, base } of KEY_VOLUMES) {
+    const src = volume[kind];
+    if (!isObject(src)) continue;
+    const source = keySource(kind, src[nameField], src);
+    files = {
+      volume: name,
+      dir: hostDir(ctx.dirs[base], ns, pod, name, source),
+      sources: [source],
+    };
+    delete volume[kind];
+  }
+  if (isObject(volume.projected)) {
+    files = {
+      volume: name,
+      dir: hostDir(ctx.dirs.secretsDir, ns, pod, name),
+      sources: projectedSources(ctx, name, volume.projected),
+    };
+    delete volume.projected;
+  }
+  if (files) volume.hostPath = { path: files.dir };
+  return files;
+}
+
+/**
+ * The checkpoint of a parent pod: same name, namespace and labels; one annotation pointing at
+ * the parent; the parent as controlling owner; no service account, affinity, node selector or
+ * status; secret, configMap and projected volumes rewritten as hostPath volumes.
+ */
+export function sanitizeCheckpoint(parent: Pod, dirs: CheckpointDirs): SanitizedCheckpoint {
+  const copy = structuredClone(parent) as Json;
+  const meta = parent.metadata;
+  const spec: Json = isObject(copy.spec) ? copy.spec : {};
+  delete spec.serviceAccountName;
+  delete spec.serviceAccount;
+  delete spec.affinity;
+  delete spec.nodeSelector;
+
+  const ctx: VolumeContext = { parent, dirs, warnings: [] };
+  const volumes: VolumeFiles[] = [];
+  for (const volume of asArray(spec.volumes)) {
+    const files = rewriteVolume(ctx, volume);
+    if (files) volumes.push(files);
+  }
+
+  const pod: Pod = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: meta.name,
+      namespace: meta.namespace,
+      ...(meta.labels ? { labels: structuredClone(meta.labels) } : {}),
+      annotations: { [CHECKPOINT_OF_ANNOTATION]: meta.name },
+      ownerReferences: [{
+        // Items of a PodList carry no apiVersion or kind; a Pod's are always v1 Pod.
+        apiVersion: parent.apiVersion || "v1",
+        kind: parent.kind || "Pod",
+        name: meta.name,
+        uid: meta.uid ?? "",
+        controller: true,
+      }],
+    },
+    spec,
+  };
+  return { pod, volumes, warnings: ctx.warnings };
+}
+
+export interface FileOwner {
+  uid: number;
+  gid: number;
+}
+
+function runAsUser(securityContext: unknown): number | undefined {
+  return isObject(securityContext) && typeof securityContext.runAsUser === "number"
+    ? securityContext.runAsUser
+    : undefined;
+}
+
+/**
+ * Who must be able to read a checkpoint's secret files: the one non-root user its containers
+ * run as (root by default), and the pod's fsGroup. Two different non-root users cannot both
+ * read a 0600 file, so that pod's files cannot be written correctly.
+ */
+export function fileOwner(pod: Pod): FileOwner | { error: string } {
+  const spec: Json = isObject(pod.spec) ? pod.spec : {};
+  const podUser = runAsUser(spec.securityContext);
+  const users = new Set<number>();
+  for (const container of [...asArray(spec.initContainers), ...asArray(spec.containers)]) {
+    const user = runAsUser(container.securityContext) ?? podUser ?? 0;
+    if (user !== 0) users.add(user);
+  }
+  if (users.size > 1) {
+    return { error: `containers run as different users (${[...users].join(", ")})` };
+  }
+  const fsGroup = isObject(spec.securityContext) && typeof spec.securityContext.fsGroup === "number"
+    ? spec.securityContext.fsGroup
+    : 0;
+  return { uid: [...users][0] ?? 0, gid: fsGroup };
+}

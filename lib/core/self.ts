@@ -1,0 +1,23 @@
+/**
+ * The agent's own pod, when it is deployed as a pod (DESIGN §2.1). Under systemd there is none.
+ */
+import { z } from "zod";
+
+export const SelfIdentitySchema = z.object({
+  nodeName: z.string(),
+  podName: z.string().min(1),
+  podNamespace: z.string().min(1),
+}).strict();
+
+export type SelfIdentity = z.infer<typeof SelfIdentitySchema>;
+
+/**
+ * The id of the agent's parent pod. A DaemonSet-style deployment names its pods
+ * `<name>-<nodeName>`, while the parent the API server knows is `<name>`; one such suffix is
+ * removed, and only when present.
+ */
+export function selfIdOf(self: SelfIdentity): string {
+  const suffix = `-${self.nodeName}`;
+  const name = self.podName.endsWith(suffix) ? self.podName.slice(0, -suffix.length) : self.podName;
+  return `${self.podNamespace}/${name}`;
+}

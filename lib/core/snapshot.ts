@@ -1,0 +1,182 @@
+/**
+ * The snapshot and plan documents: the public contract of `ckpt-agent plan` and
+ * `ckpt-agent snapshot` (see README, "The plan contract"). The daemon plans through the same
+ * documents, so what an operator replays is exactly what the agent decided.
+ */
+import { z } from "zod";
+import { compareIds, splitId } from "./ids.ts";
+import type { PassInput, PassResult } from "./pass.ts";
+import { type Pod, PodSchema } from "./pod.ts";
+import { type SelfIdentity, SelfIdentitySchema } from "./self.ts";
+import { type CheckpointState, isGraceState, STATE_NAMES, type StateName } from "./state.ts";
+import { formatInstant, type Instant, parseInstant, secondsToDuration } from "./time.ts";
+import { formatSchemaError } from "./schema_error.ts";
+
+export const DEFAULT_GRACE_PERIOD_SECONDS = 60;
+
+const TRACKABLE_STATES = STATE_NAMES.filter((s) => s !== "remove");
+
+const Timestamp = z.string().transform((text, ctx) => {
+  const instant = parseInstant(text);
+  if (instant === undefined) {
+    ctx.addIssue({ code: "custom", message: `not an RFC 3339 timestamp: ${JSON.stringify(text)}` });
+    return z.NEVER;
+  }
+  return instant;
+});
+
+const StateEntrySchema = z.object({
+  state: z.string().refine((s) => (TRACKABLE_STATES as readonly string[]).includes(s), {
+    error: (issue) =>
+      `unknown state ${JSON.stringify(issue.input)} (one of ${TRACKABLE_STATES.join(", ")})`,
+  }),
+  graceEnd: Timestamp.optional(),
+}).strict().superRefine((entry, ctx) => {
+  const grace = isGraceState(entry.state as StateName);
+  if (grace && entry.graceEnd === undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["graceEnd"],
+      message: `required for state ${entry.state}`,
+    });
+  }
+  if (!grace && entry.graceEnd !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["graceEnd"],
+      message: `only inactive-grace and active-grace have a deadline, not ${entry.state}`,
+    });
+  }
+});
+
+const PodList = z.array(PodSchema);
+
+export const SnapshotSchema = z.object({
+  now: Timestamp,
+  gracePeriodSeconds: z.number().finite().nonnegative().default(DEFAULT_GRACE_PERIOD_SECONDS),
+  self: SelfIdentitySchema.optional(),
+  apiAvailable: z.boolean(),
+  runtimeAvailable: z.boolean().default(true),
+  kubeletAvailable: z.boolean().default(true),
+  localRunning: PodList,
+  localParents: PodList,
+  apiParents: PodList,
+  activeCheckpoints: PodList,
+  inactiveCheckpoints: PodList,
+  state: z.record(z.string(), StateEntrySchema).optional().superRefine((state, ctx) => {
+    for (const id of Object.keys(state ?? {})) {
+      if (!splitId(id)) {
+        ctx.addIssue({ code: "custom", path: [id], message: "key must be namespace/name" });
+      }
+    }
+  }),
+}).strict();
+
+export type Snapshot = z.output<typeof SnapshotSchema>;
+
+export class SnapshotError extends Error {
+  override name = "SnapshotError";
+}
+
+function toState(entry: z.output<typeof StateEntrySchema>): CheckpointState {
+  const name = entry.state as StateName;
+  return isGraceState(name) ? { name, graceEnd: entry.graceEnd! } : { name } as CheckpointState;
+}
+
+/** Parses snapshot text; throws SnapshotError with one line naming the offending field. */
+export function parseSnapshot(text: string): PassInput {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new SnapshotError(`snapshot is not JSON: ${(e as Error).message}`);
+  }
+  const parsed = SnapshotSchema.safeParse(json);
+  if (!parsed.success) throw new SnapshotError(formatSchemaError(parsed.error));
+  const s = parsed.data;
+  return {
+    now: s.now,
+    gracePeriod: secondsToDuration(s.gracePeriodSeconds),
+    self: s.self,
+    observations: {
+      apiAvailable: s.apiAvailable,
+      runtimeAvailable: s.runtimeAvailable,
+      kubeletAvailable: s.kubeletAvailable,
+      localRunning: s.localRunning,
+      localParents: s.localParents,
+      apiParents: s.apiParents,
+      activeCheckpoints: s.activeCheckpoints,
+      inactiveCheckpoints: s.inactiveCheckpoints,
+    },
+    tracked: new Map(Object.entries(s.state ?? {}).map(([id, e]) => [id, toState(e)])),
+  };
+}
+
+export interface StateEntryDocument {
+  state: Exclude<StateName, "remove">;
+  graceEnd?: string;
+}
+
+export function stateDocument(
+  tracked: ReadonlyMap<string, CheckpointState>,
+): Record<string, StateEntryDocument> {
+  const out: Record<string, StateEntryDocument> = {};
+  for (const id of [...tracked.keys()].sort(compareIds)) {
+    const state = tracked.get(id)!;
+    if (state.name === "remove") continue;
+    out[id] = "graceEnd" in state
+      ? { state: state.name, graceEnd: formatInstant(state.graceEnd) }
+      : { state: state.name };
+  }
+  return out;
+}
+
+export interface PlanDocument {
+  starts: string[];
+  stops: string[];
+  removes: string[];
+  state: Record<string, StateEntryDocument>;
+}
+
+export function planDocument(result: PassResult): PlanDocument {
+  return {
+    starts: result.starts,
+    stops: result.stops,
+    removes: result.removes,
+    state: stateDocument(result.tracked),
+  };
+}
+
+export interface SnapshotDocument {
+  now: string;
+  gracePeriodSeconds: number;
+  self?: SelfIdentity;
+  apiAvailable: boolean;
+  runtimeAvailable: boolean;
+  kubeletAvailable: boolean;
+  localRunning: Pod[];
+  localParents: Pod[];
+  apiParents: Pod[];
+  activeCheckpoints: Pod[];
+  inactiveCheckpoints: Pod[];
+  state: Record<string, StateEntryDocument>;
+}
+
+/** The inverse of parseSnapshot: what `ckpt-agent snapshot` prints. */
+export function snapshotDocument(input: PassInput): SnapshotDocument {
+  const o = input.observations;
+  return {
+    now: formatInstant(input.now as Instant),
+    gracePeriodSeconds: Number(input.gracePeriod) / 1e9,
+    ...(input.self ? { self: input.self } : {}),
+    apiAvailable: o.apiAvailable,
+    runtimeAvailable: o.runtimeAvailable,
+    kubeletAvailable: o.kubeletAvailable,
+    localRunning: [...o.localRunning],
+    localParents: [...o.localParents],
+    apiParents: [...o.apiParents],
+    activeCheckpoints: [...o.activeCheckpoints],
+    inactiveCheckpoints: [...o.inactiveCheckpoints],
+    state: stateDocument(input.tracked),
+  };
+}

@@ -1,0 +1,236 @@
+/** The sanitizer (DESIGN §2.5) on a realistic kube-apiserver pod, and file ownership rules. */
+import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import {
+  CHECKPOINT_OF_ANNOTATION,
+  isCheckpoint,
+  isValidParent,
+  type Pod,
+  PodSchema,
+} from "../../lib/core/pod.ts";
+import { fileOwner, podFileDirs, sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
+
+const DIRS = {
+  secretsDir: "/etc/kubernetes/checkpoint-secrets",
+  configMapsDir: "/etc/kubernetes/checkpoint-configmaps",
+};
+
+async function apiserver(): Promise<Pod> {
+  const text = await Deno.readTextFile(
+    new URL("../fixtures/kube-apiserver-pod.json", import.meta.url),
+  );
+  return PodSchema.parse(JSON.parse(text));
+}
+
+Deno.test("metadata: name, namespace and labels kept; one annotation; parent as owner", async () => {
+  const parent = await apiserver();
+  const { pod } = sanitizeCheckpoint(parent, DIRS);
+  assertEquals(pod.apiVersion, "v1");
+  assertEquals(pod.kind, "Pod");
+  assertEquals(pod.metadata, {
+    name: "kube-apiserver-7x2kq",
+    namespace: "kube-system",
+    labels: parent.metadata.labels,
+    annotations: { [CHECKPOINT_OF_ANNOTATION]: "kube-apiserver-7x2kq" },
+    ownerReferences: [{
+      apiVersion: "v1",
+      kind: "Pod",
+      name: "kube-apiserver-7x2kq",
+      uid: "4f9a3c1e-8d2b-4e57-a0c6-1b9e7d3f5a21",
+      controller: true,
+    }],
+  });
+  assertEquals(isCheckpoint(pod), true);
+  assertEquals(isValidParent(pod), false);
+});
+
+Deno.test("spec: service account, affinity and node selector removed; status cleared", async () => {
+  const { pod } = sanitizeCheckpoint(await apiserver(), DIRS);
+  const spec = pod.spec as Record<string, unknown>;
+  for (const gone of ["serviceAccountName", "serviceAccount", "affinity", "nodeSelector"]) {
+    assertEquals(gone in spec, false, gone);
+  }
+  assertEquals("status" in pod, false);
+  // Everything else survives: host network, tolerations, priority, the containers.
+  assertEquals(spec.hostNetwork, true);
+  assertEquals((spec.tolerations as unknown[]).length, 2);
+  assertEquals(spec.priorityClassName, "system-cluster-critical");
+  assertEquals((spec.containers as { command: string[] }[])[0].command[0], "kube-apiserver");
+});
+
+Deno.test("volumes: secret, configMap and projected become hostPath; others untouched", async () => {
+  const { pod, volumes, warnings } = sanitizeCheckpoint(await apiserver(), DIRS);
+  const ns = "kube-system", name = "kube-apiserver-7x2kq";
+  assertEquals((pod.spec as { volumes: unknown[] }).volumes, [
+    { name: "secrets", hostPath: { path: `${DIRS.secretsDir}/${ns}/${name}/kube-apiserver` } },
+    {
+      name: "audit-policy",
+      hostPath: { path: `${DIRS.configMapsDir}/${ns}/${name}/_volumes/audit-policy` },
+    },
+    { name: "ssl-certs-host", hostPath: { path: "/etc/ssl/certs", type: "" } },
+    {
+      name: "kube-api-access-5xq8n",
+      hostPath: { path: `${DIRS.secretsDir}/${ns}/${name}/_volumes/kube-api-access-5xq8n` },
+    },
+  ]);
+  assertEquals(volumes, [
+    {
+      volume: "secrets",
+      dir: `${DIRS.secretsDir}/${ns}/${name}/kube-apiserver`,
+      sources: [{ kind: "secret", name: "kube-apiserver", optional: false }],
+    },
+    {
+      volume: "audit-policy",
+      dir: `${DIRS.configMapsDir}/${ns}/${name}/_volumes/audit-policy`,
+      sources: [{
+        kind: "configMap",
+        name: "apiserver-audit",
+        optional: false,
+        items: [{ key: "policy.yaml", path: "audit/policy.yaml" }],
+      }],
+    },
+    {
+      volume: "kube-api-access-5xq8n",
+      dir: `${DIRS.secretsDir}/${ns}/${name}/_volumes/kube-api-access-5xq8n`,
+      sources: [
+        // The service-account token is dropped; the CA and the namespace file remain.
+        {
+          kind: "configMap",
+          name: "kube-root-ca.crt",
+          optional: false,
+          items: [{ key: "ca.crt", path: "ca.crt" }],
+        },
+        { kind: "literal", path: "namespace", content: "kube-system" },
+      ],
+    },
+  ]);
+  assertEquals(warnings, []);
+  // Every stored file lives under the pod's two directories, which removal deletes.
+  const roots = podFileDirs(DIRS, ns, name);
+  for (const v of volumes) assertEquals(roots.some((r) => v.dir.startsWith(r + "/")), true);
+});
+
+Deno.test("the parent is not modified", async () => {
+  const parent = await apiserver();
+  const before = structuredClone(parent);
+  sanitizeCheckpoint(parent, DIRS);
+  assertEquals(parent, before);
+});
+
+Deno.test("a pod from a PodList (no apiVersion/kind) still gets a complete owner reference", () => {
+  const parent: Pod = { metadata: { name: "p", namespace: "ns", uid: "u1" }, spec: {} };
+  const { pod } = sanitizeCheckpoint(parent, DIRS);
+  assertEquals((pod.metadata.ownerReferences as unknown[])[0], {
+    apiVersion: "v1",
+    kind: "Pod",
+    name: "p",
+    uid: "u1",
+    controller: true,
+  });
+  assertEquals("labels" in pod.metadata, false);
+});
+
+Deno.test("downward API items render from the parent's metadata", () => {
+  const parent: Pod = {
+    metadata: {
+      name: "p",
+      namespace: "ns",
+      uid: "u1",
+      labels: { tier: "control-plane", app: "x" },
+      annotations: { a: "1" },
+    },
+    spec: {
+      containers: [{ name: "c", resources: { limits: { cpu: "1500m", memory: "1Gi" } } }],
+      volumes: [{
+        name: "info",
+        projected: {
+          sources: [{
+            downwardAPI: {
+              items: [
+                { path: "name", fieldRef: { fieldPath: "metadata.name" } },
+                { path: "uid", fieldRef: { fieldPath: "metadata.uid" } },
+                { path: "labels", fieldRef: { fieldPath: "metadata.labels" } },
+                { path: "tier", fieldRef: { fieldPath: "metadata.labels['tier']" } },
+                { path: "annotations", fieldRef: { fieldPath: "metadata.annotations" } },
+                {
+                  path: "cpu",
+                  resourceFieldRef: { containerName: "c", resource: "limits.cpu" },
+                },
+                {
+                  path: "mem-mi",
+                  resourceFieldRef: {
+                    containerName: "c",
+                    resource: "limits.memory",
+                    divisor: "1Mi",
+                  },
+                },
+                {
+                  path: "cpu-m",
+                  resourceFieldRef: { containerName: "c", resource: "limits.cpu", divisor: "1m" },
+                },
+                {
+                  path: "req",
+                  resourceFieldRef: { containerName: "c", resource: "requests.memory" },
+                },
+                {
+                  path: "unknown-limit",
+                  resourceFieldRef: { containerName: "c", resource: "limits.ephemeral-storage" },
+                },
+              ],
+            },
+          }, { clusterTrustBundle: { name: "x", path: "b" } }],
+        },
+      }],
+    },
+  };
+  const { volumes, warnings } = sanitizeCheckpoint(parent, DIRS);
+  const files = Object.fromEntries(
+    volumes[0].sources.map((s) => s.kind === "literal" ? [s.path, s.content] : ["?", ""]),
+  );
+  assertEquals(files, {
+    name: "p",
+    uid: "u1",
+    labels: 'app="x"\ntier="control-plane"',
+    tier: "control-plane",
+    annotations: 'a="1"',
+    cpu: "2",
+    "mem-mi": "1024",
+    "cpu-m": "1500",
+    req: "0",
+  });
+  assertEquals(warnings.length, 2);
+  assertEquals(warnings[0].includes("limits.ephemeral-storage"), true);
+  assertEquals(warnings[1].includes("clusterTrustBundle"), true);
+});
+
+Deno.test("file owner: the one non-root user, and fsGroup; root by default", async () => {
+  const spec = (s: Record<string, unknown>): Pod => ({
+    metadata: { name: "p", namespace: "n" },
+    spec: s,
+  });
+  const table: [string, Pod, unknown][] = [
+    ["nothing set", spec({ containers: [{ name: "a" }] }), { uid: 0, gid: 0 }],
+    ["kube-apiserver fixture", await apiserver(), { uid: 65534, gid: 65534 }],
+    [
+      "container user",
+      spec({ containers: [{ name: "a", securityContext: { runAsUser: 1000 } }, { name: "b" }] }),
+      { uid: 1000, gid: 0 },
+    ],
+    [
+      "container overrides pod",
+      spec({
+        securityContext: { runAsUser: 1000, fsGroup: 2000 },
+        containers: [{ name: "a", securityContext: { runAsUser: 0 } }, { name: "b" }],
+      }),
+      { uid: 1000, gid: 2000 },
+    ],
+    [
+      "conflicting users",
+      spec({
+        containers: [{ name: "a", securityContext: { runAsUser: 1000 } }],
+        initContainers: [{ name: "i", securityContext: { runAsUser: 1001 } }],
+      }),
+      { error: "containers run as different users (1001, 1000)" },
+    ],
+  ];
+  for (const [label, pod, want] of table) assertEquals(fileOwner(pod), want, label);
+});

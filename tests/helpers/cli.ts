@@ -1,0 +1,30 @@
+/** Runs ckpt-agent as a subprocess, exactly as an operator would through `deno run`. */
+
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export async function runCli(
+  args: string[],
+  options: { stdin?: string; env?: Record<string, string> } = {},
+): Promise<CliResult> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "--quiet", MAIN, ...args],
+    stdin: options.stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1", ...options.env },
+  }).spawn();
+  if (options.stdin !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(options.stdin));
+    await writer.close();
+  }
+  const out = await child.output();
+  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+}
