@@ -1,0 +1,32 @@
+/** The agent's settings once loaded and validated (see lib/config/load.ts for the sources). */
+import type { SelfIdentity } from "../core/self.ts";
+
+export interface Config {
+  /** kubeconfig for the API server and the kubelet: server, CA, client cert/key or token. */
+  kubeconfig: string;
+  lockFile: string;
+  /** `unix:///path/to/socket` (a bare path is accepted too). */
+  containerRuntimeEndpoint: string;
+  /** Durations are milliseconds. */
+  runtimeRequestTimeoutMs: number;
+  checkpointGracePeriodMs: number;
+  nodeName: string;
+  kubeletUrl: string;
+  /** Unset: the read-only port is not asked. */
+  kubeletReadonlyUrl?: string;
+  staticPodDir: string;
+  inactiveDir: string;
+  secretsDir: string;
+  configmapsDir: string;
+  stateDir: string;
+  pollIntervalMs: number;
+  refreshIntervalMs: number;
+  /** Only parents in these namespaces are checkpointed; empty means every namespace. */
+  namespaces: string[];
+  /** `host:port`, `[v6]:port`, `unix:/path`, or `off`. */
+  adminListen: string;
+  adminAllowRemote: boolean;
+  adminTokenFile: string;
+  /** Set only when deployed as a pod (NODE_NAME, POD_NAME, POD_NAMESPACE). */
+  self?: SelfIdentity;
+}

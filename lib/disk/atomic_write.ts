@@ -1,0 +1,119 @@
+/**
+ * The one write path for every file the agent writes (DESIGN §3): a temp file in the same
+ * directory, created exclusively with a leading dot (the kubelet ignores dot-files in its
+ * static-pod directory), written with its final mode, fsynced, chowned when asked, renamed over
+ * the target, then the directory fsynced. A crash at any instant leaves either the old file or
+ * the new one, never a torn or empty one.
+ */
+import { basename, dirname, join } from "node:path";
+
+/** Every temp file of ours contains this marker, so a sweep never touches anyone else's. */
+export const TEMP_MARKER = ".ckpt-tmp-";
+
+export type WriteOutcome = "written" | "unchanged";
+
+export interface WriteOptions {
+  /** Final permission bits, e.g. 0o600. Applied exactly, whatever the umask. */
+  mode: number;
+  /** Owner to set; both or neither. */
+  uid?: number;
+  gid?: number;
+}
+
+function tempPathFor(path: string): string {
+  const suffix = crypto.getRandomValues(new Uint32Array(2)).join("");
+  return join(dirname(path), `.${basename(path)}${TEMP_MARKER}${suffix}`);
+}
+
+function bytesOf(data: Uint8Array | string): Uint8Array {
+  return typeof data === "string" ? new TextEncoder().encode(data) : data;
+}
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+async function isCurrent(path: string, data: Uint8Array, opts: WriteOptions): Promise<boolean> {
+  try {
+    const info = await Deno.lstat(path);
+    if (!info.isFile || info.size !== data.length) return false;
+    if (info.mode === null || (info.mode & 0o7777) !== opts.mode) return false;
+    if (opts.uid !== undefined && (info.uid !== opts.uid || info.gid !== opts.gid)) return false;
+    return equalBytes(await Deno.readFile(path), data);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
+}
+
+/** fsync a directory, so that a rename or unlink in it survives a power cut. */
+export async function syncDir(dir: string): Promise<void> {
+  const handle = await Deno.open(dir, { read: true });
+  try {
+    await handle.sync();
+  } finally {
+    handle.close();
+  }
+}
+
+/** Writes `data` to `path` atomically and durably; skips the write when nothing would change. */
+export async function atomicWrite(
+  path: string,
+  data: Uint8Array | string,
+  opts: WriteOptions,
+): Promise<WriteOutcome> {
+  const bytes = bytesOf(data);
+  if (await isCurrent(path, bytes, opts)) return "unchanged";
+  const temp = tempPathFor(path);
+  const file = await Deno.open(temp, { createNew: true, write: true, mode: opts.mode });
+  let renamed = false;
+  try {
+    try {
+      await Deno.chmod(temp, opts.mode);
+      let written = 0;
+      while (written < bytes.length) written += await file.write(bytes.subarray(written));
+      if (opts.uid !== undefined) await Deno.chown(temp, opts.uid, opts.gid ?? opts.uid);
+      await file.sync();
+    } finally {
+      file.close();
+    }
+    await Deno.rename(temp, path);
+    renamed = true;
+    await syncDir(dirname(path));
+    return "written";
+  } finally {
+    if (!renamed) await Deno.remove(temp).catch(() => {});
+  }
+}
+
+/** Deletes a file durably; "absent" when there was nothing to delete. */
+export async function removeDurably(path: string): Promise<"removed" | "absent"> {
+  try {
+    await Deno.remove(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return "absent";
+    throw e;
+  }
+  await syncDir(dirname(path));
+  return "removed";
+}
+
+/** Removes leftover temp files of ours (from a crash mid-write) in one directory. */
+export async function sweepTempFiles(dir: string): Promise<string[]> {
+  const swept: string[] = [];
+  try {
+    for await (const entry of Deno.readDir(dir)) {
+      if (entry.isFile && entry.name.startsWith(".") && entry.name.includes(TEMP_MARKER)) {
+        await Deno.remove(join(dir, entry.name)).catch((e) => {
+          if (!(e instanceof Deno.errors.NotFound)) throw e;
+        });
+        swept.push(entry.name);
+      }
+    }
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  return swept;
+}

@@ -1,0 +1,50 @@
+/**
+ * What the observation sources return. A source never throws past its module: it returns a
+ * value or a typed failure, and the agent decides what the failure means (DESIGN §2.2).
+ */
+
+export type SourceName = "apiserver" | "kubelet" | "runtime";
+
+export type FailureKind =
+  /** No connection could be made (refused, DNS, TLS handshake, socket missing). */
+  | "unreachable"
+  /** The call did not finish within its timeout. */
+  | "timeout"
+  /** The server answered 5xx: it is up but cannot serve (e.g. etcd is gone). */
+  | "server-error"
+  /** 401: our credentials were refused. A configuration error. */
+  | "unauthorized"
+  /** 403: our identity may not do this. A configuration error. */
+  | "forbidden"
+  /** 404: the object does not exist. */
+  | "not-found"
+  /** Any other status, or a body that is not what the API promises. */
+  | "bad-response";
+
+export interface SourceFailure {
+  source: SourceName;
+  kind: FailureKind;
+  /** One line, for logs: what was asked and what went wrong. */
+  message: string;
+  status?: number;
+}
+
+export type SourceResult<T> = { ok: true; value: T } | { ok: false; failure: SourceFailure };
+
+export function succeeded<T>(value: T): SourceResult<T> {
+  return { ok: true, value };
+}
+
+export function failed<T>(
+  source: SourceName,
+  kind: FailureKind,
+  message: string,
+  status?: number,
+): SourceResult<T> {
+  return { ok: false, failure: { source, kind, message, ...(status ? { status } : {}) } };
+}
+
+/** 401 and 403 mean the agent is misconfigured, not that the cluster is down. */
+export function isConfigurationFailure(failure: SourceFailure): boolean {
+  return failure.kind === "unauthorized" || failure.kind === "forbidden";
+}
