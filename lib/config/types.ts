@@ -14,6 +14,8 @@ export interface Config {
   kubeletUrl: string;
   /** Unset: the read-only port is not asked. */
   kubeletReadonlyUrl?: string;
+  /** CA for the kubelet's serving certificate; unset: the certificate is not verified. */
+  kubeletCaFile?: string;
   staticPodDir: string;
   inactiveDir: string;
   secretsDir: string;
