@@ -19,7 +19,9 @@ export type FailureKind =
   /** 404: the object does not exist. */
   | "not-found"
   /** Any other status, or a body that is not what the API promises. */
-  | "bad-response";
+  | "bad-response"
+  /** The client could not be built (e.g. the kubeconfig is unreadable). A configuration error. */
+  | "misconfigured";
 
 export interface SourceFailure {
   source: SourceName;
@@ -44,7 +46,8 @@ export function failed<T>(
   return { ok: false, failure: { source, kind, message, ...(status ? { status } : {}) } };
 }
 
-/** 401 and 403 mean the agent is misconfigured, not that the cluster is down. */
+/** 401, 403 and an unusable kubeconfig mean the agent is misconfigured, not the cluster down. */
 export function isConfigurationFailure(failure: SourceFailure): boolean {
-  return failure.kind === "unauthorized" || failure.kind === "forbidden";
+  return failure.kind === "unauthorized" || failure.kind === "forbidden" ||
+    failure.kind === "misconfigured";
 }
