@@ -1,0 +1,440 @@
+/**
+ * The container runtime as the agent sees it: which pods run on this node, and the network
+ * details of a pod sandbox. Speaks CRI over the runtime's unix socket, runtime.v1 first and
+ * runtime.v1alpha2 only when the runtime does not implement v1 (DESIGN §2.2). Every failure comes
+ * back as a SourceFailure with source "runtime"; nothing is thrown and nothing is printed.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { isIP } from "node:net";
+import { z } from "zod";
+import {
+  CRI_API_VERSIONS,
+  type CriApiVersion,
+  criServices,
+  type RuntimeMethod,
+} from "./cri_proto.ts";
+import { failed, type FailureKind, type SourceResult, succeeded } from "./types.ts";
+
+export interface RunningPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  sandboxIds: string[];
+}
+
+export interface PortMapping {
+  protocol: "tcp" | "udp" | "sctp";
+  containerPort: number;
+  hostPort: number;
+}
+
+export interface SandboxInterface {
+  name: string;
+  /** CIDR form, v4 or v6. */
+  address: string;
+}
+
+export interface SandboxDetails {
+  id: string;
+  namespace: string;
+  name: string;
+  uid: string;
+  /** "" when the runtime does not say (host network, or no verbose info). */
+  netnsPath: string;
+  /** Primary first, then additional. */
+  ips: string[];
+  interfaces: SandboxInterface[];
+  portMappings: PortMapping[];
+}
+
+export interface RuntimeClient {
+  /** Pods with a READY sandbox or a RUNNING container (the union, as the kubelet's GetPods
+   *  does), identified by the io.kubernetes.pod.namespace / io.kubernetes.pod.name /
+   *  io.kubernetes.pod.uid labels; entries without those labels are ignored. */
+  listRunningPods(): Promise<SourceResult<RunningPod[]>>;
+  sandboxStatus(sandboxId: string): Promise<SourceResult<SandboxDetails>>;
+  close(): void;
+}
+
+export const POD_NAMESPACE_LABEL = "io.kubernetes.pod.namespace";
+export const POD_NAME_LABEL = "io.kubernetes.pod.name";
+export const POD_UID_LABEL = "io.kubernetes.pod.uid";
+
+/** The CRI API version the kubelet announces in its Version request. */
+const KUBELET_CRI_VERSION = "0.1.0";
+
+/** `endpoint` is `unix:///path/to.sock` or a bare absolute path; `timeoutMs` bounds every call. */
+export function connectRuntime(endpoint: string, timeoutMs: number): RuntimeClient {
+  const target = runtimeTarget(endpoint);
+  if (target === undefined) {
+    const failure = failed<never>(
+      "runtime",
+      "unreachable",
+      `${endpoint}: not a unix socket endpoint (unix:///path or an absolute path)`,
+    );
+    return {
+      listRunningPods: () => Promise.resolve(failure),
+      sandboxStatus: () => Promise.resolve(failure),
+      close: () => {},
+    };
+  }
+  return new CriRuntimeClient(endpoint, target, timeoutMs);
+}
+
+/** The grpc-js target for a runtime endpoint, or undefined when it is not a unix socket path. */
+export function runtimeTarget(endpoint: string): string | undefined {
+  if (endpoint.startsWith("/")) return `unix://${endpoint}`;
+  if (endpoint.startsWith("unix:///")) return endpoint;
+  return undefined;
+}
+
+const Labels = z.record(z.string(), z.string());
+/** Enums decode to their names; a value this schema does not know decodes to its number. */
+const EnumValue = z.union([z.string(), z.number()]);
+
+const VersionResponse = z.object({ runtime_api_version: z.string() });
+
+const ListPodSandboxResponse = z.object({
+  items: z.array(z.object({ id: z.string(), state: EnumValue, labels: Labels })),
+});
+
+const ListContainersResponse = z.object({
+  containers: z.array(
+    z.object({ id: z.string(), pod_sandbox_id: z.string(), state: EnumValue, labels: Labels }),
+  ),
+});
+
+const PodSandboxStatusResponse = z.object({
+  status: z.object({
+    id: z.string(),
+    metadata: z.object({ name: z.string(), uid: z.string(), namespace: z.string() }),
+    network: z
+      .object({ ip: z.string(), additional_ips: z.array(z.object({ ip: z.string() })) })
+      .nullable(),
+  }),
+  info: Labels,
+});
+
+type RpcOutcome =
+  | { ok: true; value: unknown }
+  | { ok: false; error: { code: grpc.status; details: string } };
+
+class CriRuntimeClient implements RuntimeClient {
+  readonly #endpoint: string;
+  readonly #target: string;
+  readonly #timeoutMs: number;
+  #channel: grpc.Client | undefined;
+  #api: CriApiVersion | undefined;
+
+  constructor(endpoint: string, target: string, timeoutMs: number) {
+    this.#endpoint = endpoint;
+    this.#target = target;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  async listRunningPods(): Promise<SourceResult<RunningPod[]>> {
+    const api = await this.#negotiate();
+    if (!api.ok) return api;
+    const [sandboxes, containers] = await Promise.all([
+      this.#ask(api.value, "ListPodSandbox", {
+        filter: { state: { state: "SANDBOX_READY" } },
+      }, ListPodSandboxResponse),
+      this.#ask(api.value, "ListContainers", {
+        filter: { state: { state: "CONTAINER_RUNNING" } },
+      }, ListContainersResponse),
+    ]);
+    if (!sandboxes.ok) return sandboxes;
+    if (!containers.ok) return containers;
+    // The filters already asked for this; checking again keeps a runtime that ignores filters
+    // from passing a stopped pod off as running.
+    return succeeded(runningPods([
+      ...sandboxes.value.items
+        .filter((sandbox) => sandbox.state === "SANDBOX_READY")
+        .map((sandbox) => ({ sandboxId: sandbox.id, labels: sandbox.labels })),
+      ...containers.value.containers
+        .filter((container) => container.state === "CONTAINER_RUNNING")
+        .map((container) => ({ sandboxId: container.pod_sandbox_id, labels: container.labels })),
+    ]));
+  }
+
+  async sandboxStatus(sandboxId: string): Promise<SourceResult<SandboxDetails>> {
+    const api = await this.#negotiate();
+    if (!api.ok) return api;
+    const answer = await this.#ask(
+      api.value,
+      "PodSandboxStatus",
+      { pod_sandbox_id: sandboxId, verbose: true },
+      PodSandboxStatusResponse,
+    );
+    if (!answer.ok) return answer;
+    const { status, info } = answer.value;
+    const network = status.network;
+    return succeeded({
+      id: status.id,
+      namespace: status.metadata.namespace,
+      name: status.metadata.name,
+      uid: status.metadata.uid,
+      ips: [network?.ip ?? "", ...(network?.additional_ips ?? []).map((ip) => ip.ip)]
+        .filter((ip) => ip !== ""),
+      ...parseSandboxInfo(info["info"]),
+    });
+  }
+
+  close(): void {
+    this.#channel?.close();
+    this.#channel = undefined;
+  }
+
+  /** The API version to speak: probed with Version once, then remembered. */
+  async #negotiate(): Promise<SourceResult<CriApiVersion>> {
+    if (this.#api) return succeeded(this.#api);
+    for (const version of CRI_API_VERSIONS) {
+      const outcome = await this.#rpc(version, "Version", { version: KUBELET_CRI_VERSION });
+      if (!outcome.ok) {
+        if (outcome.error.code === grpc.status.UNIMPLEMENTED) continue;
+        return this.#failure(version, "Version", outcome.error);
+      }
+      const answer = this.#check(version, "Version", outcome.value, VersionResponse);
+      if (!answer.ok) return answer;
+      this.#api = version;
+      return succeeded(version);
+    }
+    return failed(
+      "runtime",
+      "bad-response",
+      `${this.#endpoint}: the runtime implements neither runtime.v1 nor runtime.v1alpha2`,
+    );
+  }
+
+  async #ask<T>(
+    version: CriApiVersion,
+    method: RuntimeMethod,
+    request: unknown,
+    schema: z.ZodType<T>,
+  ): Promise<SourceResult<T>> {
+    const outcome = await this.#rpc(version, method, request);
+    if (outcome.ok) return this.#check(version, method, outcome.value, schema);
+    // A runtime replaced by one that speaks another version: probe again on the next call.
+    if (outcome.error.code === grpc.status.UNIMPLEMENTED) this.#api = undefined;
+    return this.#failure(version, method, outcome.error);
+  }
+
+  #check<T>(
+    version: CriApiVersion,
+    method: RuntimeMethod,
+    value: unknown,
+    schema: z.ZodType<T>,
+  ): SourceResult<T> {
+    const parsed = schema.safeParse(value);
+    if (parsed.success) return succeeded(parsed.data);
+    const issue = parsed.error.issues[0];
+    return failed(
+      "runtime",
+      "bad-response",
+      `${this.#describe(version, method)}: unexpected answer at ${
+        issue.path.join(".") || "(root)"
+      }: ${issue.message}`,
+    );
+  }
+
+  #failure<T>(
+    version: CriApiVersion,
+    method: RuntimeMethod,
+    error: { code: grpc.status; details: string },
+  ): SourceResult<T> {
+    const kind = failureKind(error.code);
+    // A fresh channel connects at once on the next call, instead of waiting out grpc-js's
+    // reconnect backoff (up to two minutes) after the runtime comes back.
+    if (kind === "unreachable") this.close();
+    // grpc-js ends connection errors with an empty "Resolution note:"; it says nothing.
+    const details = error.details.replace(/\s+/g, " ").replace(/ ?Resolution note: ?$/, "").trim();
+    return failed(
+      "runtime",
+      kind,
+      `${this.#describe(version, method)}: ${grpc.status[error.code] ?? error.code}: ${details}`,
+    );
+  }
+
+  #describe(version: CriApiVersion, method: RuntimeMethod): string {
+    return `${this.#endpoint} runtime.${version}.RuntimeService/${method}`;
+  }
+
+  #rpc(version: CriApiVersion, method: RuntimeMethod, request: unknown): Promise<RpcOutcome> {
+    return new Promise((resolve) => {
+      try {
+        const definition = criServices()[version][method];
+        const channel = this.#channel ??= new grpc.Client(
+          this.#target,
+          grpc.credentials.createInsecure(),
+          // Our own subchannel, so that close() really drops the connection and its backoff.
+          { "grpc.use_local_subchannel_pool": 1 },
+        );
+        channel.makeUnaryRequest(
+          definition.path,
+          definition.requestSerialize,
+          definition.responseDeserialize,
+          request,
+          new grpc.Metadata(),
+          { deadline: Date.now() + this.#timeoutMs },
+          (error, value) =>
+            resolve(
+              error
+                ? { ok: false, error: { code: error.code, details: error.details ?? "" } }
+                : { ok: true, value },
+            ),
+        );
+      } catch (error) {
+        // grpc-js refused the call before sending it: no runtime could have caused that.
+        resolve({ ok: false, error: { code: grpc.status.INTERNAL, details: String(error) } });
+      }
+    });
+  }
+}
+
+function failureKind(code: grpc.status): FailureKind {
+  switch (code) {
+    case grpc.status.UNAVAILABLE:
+      return "unreachable";
+    case grpc.status.DEADLINE_EXCEEDED:
+      return "timeout";
+    case grpc.status.NOT_FOUND:
+      return "not-found";
+    case grpc.status.UNAUTHENTICATED:
+      return "unauthorized";
+    case grpc.status.PERMISSION_DENIED:
+      return "forbidden";
+    case grpc.status.UNKNOWN:
+    case grpc.status.INTERNAL:
+    case grpc.status.RESOURCE_EXHAUSTED:
+    case grpc.status.ABORTED:
+    case grpc.status.CANCELLED:
+    case grpc.status.DATA_LOSS:
+      return "server-error";
+    default:
+      return "bad-response";
+  }
+}
+
+/** Groups sandboxes and containers by pod, keeping only entries the kubelet labelled. */
+function runningPods(entries: { sandboxId: string; labels: Record<string, string> }[]) {
+  const pods = new Map<string, RunningPod>();
+  for (const { sandboxId, labels } of entries) {
+    const namespace = labels[POD_NAMESPACE_LABEL];
+    const name = labels[POD_NAME_LABEL];
+    const uid = labels[POD_UID_LABEL];
+    if (!namespace || !name || !uid) continue;
+    const key = JSON.stringify([namespace, name, uid]);
+    const pod = pods.get(key) ?? { namespace, name, uid, sandboxIds: [] };
+    pods.set(key, pod);
+    if (sandboxId !== "" && !pod.sandboxIds.includes(sandboxId)) pod.sandboxIds.push(sandboxId);
+  }
+  return [...pods.values()].sort((a, b) =>
+    compare(a.namespace, b.namespace) || compare(a.name, b.name) || compare(a.uid, b.uid)
+  );
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+// The verbose "info" entry of containerd's PodSandboxStatus (pkg/cri/server/sandbox_status.go,
+// SandboxInfo): the runtime spec, the sandbox config (Go's encoding/json of the CRI struct, so
+// snake_case keys, enums as numbers and zero values omitted) and go-cni's Result. It is
+// debugging output, not API: each part is read on its own and anything unexpected reads as
+// absent.
+
+const RuntimeSpecPart = z.object({
+  runtimeSpec: z.object({
+    linux: z.object({
+      namespaces: z.array(z.object({ type: z.string(), path: z.string().optional() })),
+    }),
+  }),
+});
+
+const PROTOCOLS: Record<string, PortMapping["protocol"]> = {
+  "0": "tcp",
+  "1": "udp",
+  "2": "sctp",
+  TCP: "tcp",
+  UDP: "udp",
+  SCTP: "sctp",
+};
+
+const Port = z.number().int().min(0).max(65535).default(0);
+
+const ConfigPart = z.object({
+  config: z.object({
+    port_mappings: z.array(z.object({
+      // Absent means 0, which is TCP.
+      protocol: z.union([z.number(), z.string()]).default(0),
+      container_port: Port,
+      host_port: Port,
+    })),
+  }),
+});
+
+const CniResultPart = z.object({
+  cniResult: z.object({
+    Interfaces: z.record(
+      z.string(),
+      z.object({ IPConfigs: z.array(z.object({ IP: z.string() })).nullish() }).nullable(),
+    ),
+  }),
+});
+
+export type SandboxInfo = Pick<SandboxDetails, "netnsPath" | "interfaces" | "portMappings">;
+
+/** What the verbose info of a sandbox says about its network; absent parts give empty values. */
+export function parseSandboxInfo(info: string | undefined): SandboxInfo {
+  let json: unknown;
+  try {
+    json = JSON.parse(info ?? "null");
+  } catch {
+    json = null;
+  }
+  return { netnsPath: netnsPath(json), interfaces: interfaces(json), portMappings: ports(json) };
+}
+
+function netnsPath(json: unknown): string {
+  const spec = RuntimeSpecPart.safeParse(json);
+  if (!spec.success) return "";
+  return spec.data.runtimeSpec.linux.namespaces.find((ns) => ns.type === "network")?.path ?? "";
+}
+
+function ports(json: unknown): PortMapping[] {
+  const config = ConfigPart.safeParse(json);
+  if (!config.success) return [];
+  return config.data.config.port_mappings.flatMap((mapping) => {
+    const protocol = PROTOCOLS[String(mapping.protocol).toUpperCase()];
+    return protocol
+      ? [{ protocol, containerPort: mapping.container_port, hostPort: mapping.host_port }]
+      : [];
+  });
+}
+
+function interfaces(json: unknown): SandboxInterface[] {
+  const cni = CniResultPart.safeParse(json);
+  if (!cni.success) return [];
+  return Object.entries(cni.data.cniResult.Interfaces).flatMap(([name, config]) =>
+    (config?.IPConfigs ?? []).flatMap(({ IP }) => {
+      const address = cidr(IP);
+      return address ? [{ name, address }] : [];
+    })
+  );
+}
+
+/**
+ * An address in CIDR form: the prefix the runtime gave, else a host prefix. Loopback addresses
+ * (the CNI loopback plugin reports lo's) say nothing about how the pod is reached, so they and
+ * anything that is not an address give undefined.
+ */
+function cidr(address: string): string | undefined {
+  const [ip, prefix, ...rest] = address.split("/");
+  const family = isIP(ip);
+  if (family === 0 || rest.length > 0) return undefined;
+  if (ip.startsWith("127.") || ip === "::1") return undefined;
+  const hostPrefix = family === 4 ? 32 : 128;
+  if (prefix === undefined) return `${ip}/${hostPrefix}`;
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > hostPrefix) return undefined;
+  return `${ip}/${Number(prefix)}`;
+}
