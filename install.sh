@@ -9,6 +9,8 @@ readonly SCRIPT_DIR
 
 readonly BIN=/usr/local/bin/ckpt-agent
 readonly UNIT=/etc/systemd/system/ckpt-agent.service
+# Drop-ins (`systemctl edit ckpt-agent`): the operator's, removed only by purge.
+readonly UNIT_DROP_INS=/etc/systemd/system/ckpt-agent.service.d
 readonly CONFIG_DIR=/etc/ckpt-agent
 readonly CONFIG=/etc/ckpt-agent/config.yaml
 readonly STATE_DIR=/var/lib/ckpt-agent
@@ -53,9 +55,10 @@ options:
   --binary PATH  the binary to install (default: dist/ckpt-agent next to this script)
   --uninstall    stop and disable the service, remove the binary and the unit; keep the
                  configuration, the state and every checkpoint
-  --purge        with --uninstall: also remove ${CONFIG_DIR}, ${STATE_DIR}
-                 and the checkpoint directories. ${MANIFESTS_DIR} belongs to the
-                 kubelet and is never removed, nor is anything in it but our temp files.
+  --purge        with --uninstall: also remove ${CONFIG_DIR}, ${STATE_DIR},
+                 the checkpoint directories and the unit's drop-ins.
+                 ${MANIFESTS_DIR} belongs to the kubelet: it is never removed,
+                 nor is anything in it but the agent's leftover temp files.
                  Refused while it holds active checkpoints: the kubelet may be running them
                  (perhaps as the only copy of the control plane) and they would run on with
                  their secrets deleted and nothing left to withdraw them. They go away when
@@ -113,6 +116,9 @@ fi
 
 umask 022
 changes=0
+# A temp file not yet renamed into place, removed if the script stops for any reason.
+pending_temp=""
+trap '[[ -z "$pending_temp" ]] || rm -f -- "$pending_temp"' EXIT
 
 report() { # STATUS PATH
   printf '%-10s %s\n' "$1" "${root}$2"
@@ -134,13 +140,12 @@ install_file() { # SOURCE TARGET MODE
     status=updated
   fi
   mkdir -p -- "$(dirname -- "$target")"
-  temp="$(mktemp -- "$(dirname -- "$target")/.$(basename -- "$target").XXXXXX")"
-  # The temp file is removed if anything below fails; a successful mv leaves nothing to remove.
-  if ! { cp -- "$source" "$temp" && chmod "$mode" "$temp" && sync -- "$temp" &&
-    mv -f -- "$temp" "$target"; }; then
-    rm -f -- "$temp"
-    die "could not write ${target}"
-  fi
+  pending_temp="$(mktemp -- "$(dirname -- "$target")/.$(basename -- "$target").XXXXXX")"
+  cp -- "$source" "$pending_temp"
+  chmod "$mode" -- "$pending_temp"
+  sync -- "$pending_temp"
+  mv -f -- "$pending_temp" "$target"
+  pending_temp=""
   sync -- "$(dirname -- "$target")"
   report "$status" "$2"
 }
@@ -241,6 +246,7 @@ ${active}"
   if ! $staging; then systemctl daemon-reload; fi
 
   if $purge; then
+    remove_path "$UNIT_DROP_INS"
     remove_path "$CONFIG_DIR"
     remove_path "$STATE_DIR"
     local dir

@@ -50,6 +50,7 @@ async function populate(root: string) {
     "etc/kubernetes/checkpoint-configmaps/kube-system/kube-apiserver/cfg/a": "value",
     "var/lib/ckpt-agent/status.json": "{}",
     "etc/ckpt-agent/admin-token": "token",
+    "etc/systemd/system/ckpt-agent.service.d/override.conf": "[Service]\nRestartSec=1s\n",
   };
   for (const [path, text] of Object.entries(files)) {
     await Deno.mkdir(`${root}/${path.slice(0, path.lastIndexOf("/"))}`, { recursive: true });
@@ -218,6 +219,7 @@ Deno.test("purge removes our files, never the kubelet's directory or manifests",
         before,
         "usr/local/bin/ckpt-agent",
         "etc/systemd/system/ckpt-agent.service",
+        "etc/systemd/system/ckpt-agent.service.d",
         "etc/ckpt-agent",
         "var/lib/ckpt-agent",
         "etc/kubernetes/inactive-manifests",
