@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Installs ckpt-agent (binary, systemd unit, default configuration, directories) on this node, or
+# stages it into a directory for packagers; also uninstalls. Run with --help for the details.
+set -euo pipefail
+
+readonly NAME=ckpt-agent
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly SCRIPT_DIR
+
+readonly BIN=/usr/local/bin/ckpt-agent
+readonly UNIT=/etc/systemd/system/ckpt-agent.service
+# Drop-ins (`systemctl edit ckpt-agent`): the operator's, removed only by purge.
+readonly UNIT_DROP_INS=/etc/systemd/system/ckpt-agent.service.d
+readonly CONFIG_DIR=/etc/ckpt-agent
+readonly CONFIG=/etc/ckpt-agent/config.yaml
+readonly STATE_DIR=/var/lib/ckpt-agent
+readonly KUBE_DIR=/etc/kubernetes
+readonly MANIFESTS_DIR=/etc/kubernetes/manifests
+# The directories that hold nothing but checkpoints: ours, 0700 (they hold secrets).
+readonly CHECKPOINT_DIRS=(
+  /etc/kubernetes/inactive-manifests
+  /etc/kubernetes/checkpoint-secrets
+  /etc/kubernetes/checkpoint-configmaps
+)
+readonly LOCK_FILE=/run/lock/ckpt-agent.lock
+readonly CHECKPOINT_ANNOTATION=checkpointer.alpha.coreos.com/checkpoint-of
+# Marker of the agent's temp files (lib/disk/atomic_write.ts TEMP_MARKER).
+readonly TEMP_MARKER=.ckpt-tmp-
+
+row() { # PATH MODE [NOTE]
+  printf '  %-40s %s%s\n' "$1" "$2" "${3:+  $3}"
+}
+
+usage() {
+  cat <<EOF
+usage: install.sh [--root DIR] [--binary PATH]
+       install.sh [--root DIR] --uninstall [--purge]
+
+Installs ckpt-agent on this node, then runs 'systemctl daemon-reload' and
+'systemctl enable --now ${NAME}' (restarting it when its binary or unit changed).
+Needs root. A second run changes nothing and says "unchanged".
+
+EOF
+  local dir
+  row "$BIN" 0755 "the binary, replaced atomically"
+  row "$UNIT" 0644 "the systemd unit"
+  row "$CONFIG" 0644 "default configuration, never overwritten"
+  row "$STATE_DIR" 0700
+  for dir in "${CHECKPOINT_DIRS[@]}"; do row "$dir" 0700; done
+  row "$MANIFESTS_DIR" 0755 "only if missing (it is the kubelet's)"
+  cat <<EOF
+
+options:
+  --root DIR     stage the files under DIR for a package: no systemctl, no root needed
+  --binary PATH  the binary to install (default: dist/ckpt-agent next to this script)
+  --uninstall    stop and disable the service, remove the binary and the unit; keep the
+                 configuration, the state and every checkpoint
+  --purge        with --uninstall: also remove ${CONFIG_DIR}, ${STATE_DIR},
+                 the checkpoint directories and the unit's drop-ins.
+                 ${MANIFESTS_DIR} belongs to the kubelet: it is never removed,
+                 nor is anything in it but the agent's leftover temp files.
+                 Refused while it holds active checkpoints: the kubelet may be running them
+                 (perhaps as the only copy of the control plane) and they would run on with
+                 their secrets deleted and nothing left to withdraw them. They go away when
+                 their pods run again; or delete them yourself, then purge.
+  -h, --help     show this help
+EOF
+}
+
+die() {
+  echo "install.sh: $*" >&2
+  exit 1
+}
+
+usage_error() {
+  echo "install.sh: $*" >&2
+  echo "try: install.sh --help" >&2
+  exit 2
+}
+
+root=""
+staging=false
+binary="${SCRIPT_DIR}/dist/ckpt-agent"
+binary_given=false
+uninstall=false
+purge=false
+
+while (($#)); do
+  case "$1" in
+    --root)
+      (($# >= 2)) || usage_error "--root needs a directory"
+      [[ -n "$2" ]] || usage_error "--root needs a directory"
+      root="${2%/}"
+      staging=true
+      shift 2
+      ;;
+    --binary)
+      (($# >= 2)) || usage_error "--binary needs a path"
+      binary="$2"
+      binary_given=true
+      shift 2
+      ;;
+    --uninstall) uninstall=true; shift ;;
+    --purge) purge=true; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage_error "unknown argument: $1" ;;
+  esac
+done
+
+if $purge && ! $uninstall; then usage_error "--purge goes with --uninstall"; fi
+if $uninstall && $binary_given; then usage_error "--binary makes no sense with --uninstall"; fi
+if ! $staging; then
+  ((EUID == 0)) || die "must run as root to install on this node (or stage into a directory with --root DIR)"
+  command -v systemctl >/dev/null || die "systemctl not found: this node does not run systemd (stage with --root DIR instead)"
+fi
+
+umask 022
+changes=0
+# A temp file not yet renamed into place, removed if the script stops for any reason.
+pending_temp=""
+trap '[[ -z "$pending_temp" ]] || rm -f -- "$pending_temp"' EXIT
+
+report() { # STATUS PATH
+  printf '%-10s %s\n' "$1" "${root}$2"
+  [[ "$1" == unchanged || "$1" == absent || "$1" == kept ]] || changes=$((changes + 1))
+}
+
+mode_of() { stat -c '%a' -- "$1"; }
+
+# Copies SOURCE to root+TARGET with MODE through a temp file in the same directory and a rename,
+# so that a running service never sees a half-written file; nothing is written when the target
+# already has this content and mode.
+install_file() { # SOURCE TARGET MODE
+  local source="$1" target="${root}$2" mode="$3" status=installed temp
+  if [[ -f "$target" && ! -L "$target" ]]; then
+    if cmp -s -- "$source" "$target" && [[ "$(mode_of "$target")" == "${mode#0}" ]]; then
+      report unchanged "$2"
+      return
+    fi
+    status=updated
+  fi
+  mkdir -p -- "$(dirname -- "$target")"
+  pending_temp="$(mktemp -- "$(dirname -- "$target")/.$(basename -- "$target").XXXXXX")"
+  cp -- "$source" "$pending_temp"
+  chmod "$mode" -- "$pending_temp"
+  sync -- "$pending_temp"
+  mv -f -- "$pending_temp" "$target"
+  pending_temp=""
+  sync -- "$(dirname -- "$target")"
+  report "$status" "$2"
+}
+
+# Creates root+DIR with MODE; with "enforce", also resets the mode of an existing directory.
+ensure_dir() { # DIR MODE keep|enforce
+  local dir="${root}$1" mode="$2" policy="$3"
+  if [[ -d "$dir" ]]; then
+    if [[ "$policy" == enforce && "$(mode_of "$dir")" != "${mode#0}" ]]; then
+      chmod "$mode" -- "$dir"
+      report "mode $mode" "$1"
+    else
+      report unchanged "$1"
+    fi
+    return
+  fi
+  [[ -e "$dir" || -L "$dir" ]] && die "${dir} exists and is not a directory"
+  mkdir -p -- "$(dirname -- "$dir")"
+  mkdir -m "$mode" -- "$dir"
+  report created "$1"
+}
+
+remove_path() { # PATH
+  if [[ -e "${root}$1" || -L "${root}$1" ]]; then
+    rm -rf -- "${root}$1"
+    report removed "$1"
+  else
+    report absent "$1"
+  fi
+}
+
+# Checkpoint manifests in the kubelet's static-pod directory, i.e. pods the kubelet may be
+# running. Any file that mentions the annotation counts, and so does an unreadable one: a false
+# match only makes purge refuse.
+active_checkpoints() {
+  local file
+  # The glob skips dot files, as the kubelet does.
+  for file in "${root}${MANIFESTS_DIR}"/*; do
+    [[ -f "$file" ]] || continue
+    grep -qF -- "$CHECKPOINT_ANNOTATION" "$file" || (($? == 2)) || continue
+    printf '%s\n' "$file"
+  done
+}
+
+do_install() {
+  [[ -f "$binary" ]] || die "binary not found: ${binary} (build it with 'deno task compile', or pass --binary PATH)"
+  [[ -x "$binary" ]] || die "binary is not executable: ${binary}"
+  local was_active=false
+  if ! $staging && systemctl is-active --quiet "$NAME"; then was_active=true; fi
+
+  ensure_dir "$KUBE_DIR" 0755 keep
+  ensure_dir "$MANIFESTS_DIR" 0755 keep
+  local dir
+  for dir in "${CHECKPOINT_DIRS[@]}"; do ensure_dir "$dir" 0700 enforce; done
+  ensure_dir "$STATE_DIR" 0700 enforce
+  ensure_dir "$CONFIG_DIR" 0755 enforce
+
+  local before=$changes
+  install_file "$binary" "$BIN" 0755
+  install_file "${SCRIPT_DIR}/systemd/ckpt-agent.service" "$UNIT" 0644
+  local replaced=$((changes - before))
+
+  # The configuration holds no secret (the admin token has its own 0600 file), so it stays
+  # readable for operators. Whatever is there already is the operator's: never replaced.
+  local shipped="${SCRIPT_DIR}/systemd/config.yaml"
+  if [[ ! -e "${root}${CONFIG}" && ! -L "${root}${CONFIG}" ]]; then
+    install_file "$shipped" "$CONFIG" 0644
+  elif cmp -s -- "$shipped" "${root}${CONFIG}"; then
+    report unchanged "$CONFIG"
+  else
+    report kept "$CONFIG"
+  fi
+
+  if $staging; then return; fi
+  systemctl daemon-reload
+  systemctl enable --now "$NAME"
+  # enable --now leaves a running service alone; it must pick up a new binary or unit.
+  if $was_active && ((replaced > 0)); then
+    systemctl restart "$NAME"
+    echo "restarted  ${NAME}.service"
+  fi
+}
+
+do_uninstall() {
+  local active
+  active="$(active_checkpoints)"
+  if $purge && [[ -n "$active" ]]; then
+    die "refusing to purge: the kubelet may be running these checkpoints, and purging would delete
+their secrets while they run (remove them first; nothing was changed):
+${active}"
+  fi
+
+  if ! $staging && [[ -e "$UNIT" ]]; then
+    systemctl disable --now "$NAME"
+  fi
+  remove_path "$BIN"
+  remove_path "$UNIT"
+  if ! $staging; then systemctl daemon-reload; fi
+
+  if $purge; then
+    remove_path "$UNIT_DROP_INS"
+    remove_path "$CONFIG_DIR"
+    remove_path "$STATE_DIR"
+    local dir
+    for dir in "${CHECKPOINT_DIRS[@]}"; do remove_path "$dir"; done
+    remove_path "$LOCK_FILE"
+    # Temp files the agent left in the kubelet's directory when it crashed mid-write; the kubelet
+    # ignores them, and nothing else in that directory is ours to remove.
+    local temp
+    if [[ -d "${root}${MANIFESTS_DIR}" ]]; then
+      while IFS= read -r -d '' temp; do
+        remove_path "${temp#"${root}"}"
+      done < <(find "${root}${MANIFESTS_DIR}" -maxdepth 1 -type f -name ".*${TEMP_MARKER}*" -print0)
+    fi
+  elif [[ -n "$active" ]]; then
+    echo "note: these active checkpoints stay in ${root}${MANIFESTS_DIR}, and nothing will withdraw them while ${NAME} is not installed:" >&2
+    echo "$active" >&2
+  fi
+}
+
+if $uninstall; then do_uninstall; else do_install; fi
+
+if ((changes == 0)); then
+  echo "${NAME}: unchanged"
+else
+  echo "${NAME}: ${changes} change(s)"
+fi

@@ -1,0 +1,113 @@
+/**
+ * The systemd unit as systemd itself reads it: `systemd-analyze verify` on the unit install.sh
+ * stages (ExecStart resolved inside the staging root), `systemd-analyze security` for the
+ * exposure score, and the unit's promises checked against the shipped configuration.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { dirname } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { CONFIG_FILE, installSh, run, type Staging, UNIT_FILE, withStaging } from "./tools.ts";
+
+const MAX_EXPOSURE = 2.5;
+
+/** The host's vendor units, which `verify --root` needs for sysinit.target and friends. */
+async function hostUnitDir(): Promise<string> {
+  for (const dir of ["/usr/lib/systemd/system", "/lib/systemd/system"]) {
+    try {
+      await Deno.lstat(`${dir}/sysinit.target`);
+      return dir;
+    } catch {
+      // the next candidate
+    }
+  }
+  throw new Error("no systemd unit directory with sysinit.target on this machine");
+}
+
+async function stageWithVendorUnits(s: Staging) {
+  const staged = await installSh(["--root", s.root, "--binary", s.binary]);
+  assertEquals(staged.code, 0, staged.stderr);
+  await Deno.mkdir(`${s.root}/usr/lib/systemd`, { recursive: true });
+  const copy = await run("cp", ["-a", await hostUnitDir(), `${s.root}/usr/lib/systemd/system`]);
+  assertEquals(copy.code, 0, copy.stderr);
+}
+
+function verify(root: string) {
+  return run("systemd-analyze", ["verify", `--root=${root}`, "ckpt-agent.service"]);
+}
+
+Deno.test("systemd-analyze verify accepts the installed unit, and checks its ExecStart", async () => {
+  await withStaging(async (s) => {
+    await stageWithVendorUnits(s);
+    const r = await verify(s.root);
+    // verify exits 0 on warnings such as an unknown key: any output is a failure.
+    assertEquals({ code: r.code, output: r.stdout + r.stderr }, { code: 0, output: "" });
+
+    // It really looks at the staged binary: without it, the same unit fails.
+    await Deno.remove(`${s.root}/usr/local/bin/ckpt-agent`);
+    const missing = await verify(s.root);
+    assert(missing.code !== 0);
+    assert(missing.stderr.includes("/usr/local/bin/ckpt-agent"), missing.stderr);
+  });
+});
+
+Deno.test(`systemd-analyze security rates the unit's exposure ${MAX_EXPOSURE} or lower`, async () => {
+  const r = await run("systemd-analyze", ["security", "--offline=true", UNIT_FILE]);
+  const m = /Overall exposure level for ckpt-agent\.service: (\d+(?:\.\d+)?) /.exec(r.stdout);
+  assert(m, `no exposure line in:\n${r.stdout}${r.stderr}`);
+  const exposure = Number(m[1]);
+  assert(exposure <= MAX_EXPOSURE, `exposure ${exposure} > ${MAX_EXPOSURE}:\n${r.stdout}`);
+});
+
+/** key → values, in order, of one section; repeated keys accumulate, as systemd's lists do. */
+async function unitSection(section: string): Promise<Map<string, string[]>> {
+  const entries = new Map<string, string[]>();
+  let current = "";
+  for (const raw of (await Deno.readTextFile(UNIT_FILE)).split("\n")) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) continue;
+    if (line.startsWith("[")) {
+      current = line.slice(1, -1);
+      continue;
+    }
+    if (current !== section) continue;
+    const eq = line.indexOf("=");
+    const key = line.slice(0, eq);
+    entries.set(key, [...entries.get(key) ?? [], ...line.slice(eq + 1).split(/\s+/)]);
+  }
+  return entries;
+}
+
+Deno.test("the unit starts without the kubelet or the network and never gives up", async () => {
+  const unit = await unitSection("Unit");
+  for (const key of ["Requires", "Requisite", "BindsTo", "Wants", "After", "PartOf", "Upholds"]) {
+    for (const blocked of ["kubelet.service", "network-online.target"]) {
+      assert(!(unit.get(key) ?? []).includes(blocked), `${key}=${blocked}`);
+    }
+  }
+  assertEquals(unit.get("Requires"), undefined);
+  assertEquals(unit.get("StartLimitIntervalSec"), ["0"]);
+  const service = await unitSection("Service");
+  assertEquals(service.get("Restart"), ["always"]);
+  assertEquals(service.get("ExecStart"), [
+    "/usr/local/bin/ckpt-agent",
+    "run",
+    "--config",
+    "/etc/ckpt-agent/config.yaml",
+  ]);
+});
+
+Deno.test("the unit can write every default path of the shipped configuration", async () => {
+  // The shipped file carries the defaults as comments "# key: value".
+  const commented = (await Deno.readTextFile(CONFIG_FILE)).split("\n")
+    .filter((line) => /^# [A-Za-z]+:( |$)/.test(line))
+    .map((line) => line.slice(2))
+    .join("\n");
+  const defaults = parseYaml(commented) as Record<string, string>;
+  const service = await unitSection("Service");
+  const writable = service.get("ReadWritePaths") ?? [];
+  for (const key of ["staticPodDir", "inactiveDir", "secretsDir", "configmapsDir"]) {
+    assert(writable.includes(defaults[key]), `${key}: ${defaults[key]} is not writable`);
+  }
+  assert(writable.includes(dirname(defaults.lockFile)), `lockFile: ${defaults.lockFile}`);
+  assertEquals(`/var/lib/${service.get("StateDirectory")}`, defaults.stateDir);
+});
