@@ -1,0 +1,42 @@
+/** Shared set-up for tests that talk to the simulated peers: a cluster CA, a node's client
+ *  certificate, and temporary directories that are always removed. */
+import { type CertAndKey, createSimCa, type SimCa } from "../../lib/sim/pki.ts";
+
+export const NODE_NAME = "node-1";
+
+export interface SimCluster {
+  ca: SimCa;
+  /** The node's identity, as in /var/lib/kubelet/pki/kubelet-client-current.pem. */
+  nodeClient: CertAndKey;
+}
+
+export async function simCluster(): Promise<SimCluster> {
+  const ca = await createSimCa();
+  const nodeClient = await ca.issueClientCert({
+    commonName: `system:node:${NODE_NAME}`,
+    organizations: ["system:nodes"],
+  });
+  return { ca, nodeClient };
+}
+
+export async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await Deno.makeTempDir({ prefix: "ckpt-sources-" });
+  try {
+    return await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** Runs fn with a started resource and always closes it. */
+export async function using<R extends { close(): Promise<void> }, T>(
+  resource: R | Promise<R>,
+  fn: (r: R) => Promise<T>,
+): Promise<T> {
+  const started = await resource;
+  try {
+    return await fn(started);
+  } finally {
+    await started.close();
+  }
+}
