@@ -1,5 +1,6 @@
 /** Shared set-up for tests that talk to the simulated peers: a cluster CA, a node's client
  *  certificate, and temporary directories that are always removed. */
+import { createPrivateKey } from "node:crypto";
 import { type CertAndKey, createSimCa, type SimCa } from "../../lib/sim/pki.ts";
 
 export const NODE_NAME = "node-1";
@@ -39,4 +40,9 @@ export async function using<R extends { close(): Promise<void> }, T>(
   } finally {
     await started.close();
   }
+}
+
+/** The same key as a SEC1 "EC PRIVATE KEY", the form kubelet-client-current.pem holds. */
+export function sec1Key(pkcs8Pem: string): string {
+  return createPrivateKey(pkcs8Pem).export({ type: "sec1", format: "pem" }) as string;
 }

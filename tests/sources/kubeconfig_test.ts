@@ -1,10 +1,9 @@
 /** Loading kubeconfigs as kubectl reads them: files and -data, relative paths, tokens, errors. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { createPrivateKey } from "node:crypto";
 import { stringify as stringifyYaml } from "yaml";
 import { type Credentials, loadKubeconfig, readBearerToken } from "../../lib/sources/kubeconfig.ts";
 import { writeKubeconfig } from "../../lib/sim/pki.ts";
-import { simCluster, withTempDir } from "../sim/harness.ts";
+import { sec1Key, simCluster, withTempDir } from "../sim/harness.ts";
 
 const SERVER = "https://127.0.0.1:6443";
 
@@ -84,7 +83,7 @@ Deno.test("kubeconfig accepts absolute paths and the key formats kubelets and ku
   const { ca, nodeClient } = await simCluster();
   await withTempDir(async (dir) => {
     // kubelet-client-current.pem holds a SEC1 "EC PRIVATE KEY"; kubeadm writes PKCS#1 RSA.
-    const sec1 = createPrivateKey(nodeClient.keyPem).export({ type: "sec1", format: "pem" });
+    const sec1 = sec1Key(nodeClient.keyPem);
     await Deno.writeTextFile(`${dir}/client.pem`, `${nodeClient.certPem}${sec1}`);
     await Deno.writeTextFile(`${dir}/ca.pem`, ca.certPem);
     const path = await writeYaml(dir, {
