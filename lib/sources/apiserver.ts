@@ -8,7 +8,7 @@ import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import { type Pod, PodSchema } from "../core/pod.ts";
 import { getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
-import { failed, type SourceResult, succeeded } from "./types.ts";
+import { failed, type SourceResult } from "./types.ts";
 
 export interface ApiServerClient {
   /** GET /api/v1/pods?fieldSelector=spec.nodeName%3D<node> (all namespaces). Any failure

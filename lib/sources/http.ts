@@ -162,7 +162,7 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
         if (size <= limit) {
           chunks.push(chunk);
         } else if (success) {
-          finish(fail("bad-response", `body larger than ${limit} bytes`, status));
+          finish(fail("bad-response", `body larger than ${limit} bytes`));
         } else {
           settle();
         }
