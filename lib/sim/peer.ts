@@ -1,0 +1,210 @@
+/**
+ * What the simulated API server and kubelet share: a real node:http(s) server on loopback that
+ * authenticates like the real ones, logs what it was asked, and can be made to fail the way they
+ * do during an outage — error statuses, a request that is never answered, or a closed port.
+ *
+ * Authentication follows the Go servers (tls.VerifyClientCertIfGiven): a client certificate is
+ * requested; one that the client CA did not sign ends the handshake; without one, a request
+ * needs an accepted bearer token, or it is answered 401.
+ */
+import http from "node:http";
+import https from "node:https";
+import type { Socket } from "node:net";
+import type { TLSSocket } from "node:tls";
+
+/** How a peer misbehaves. "hang" accepts the request and never answers. */
+export type PeerFault = "none" | "server-error" | "unauthorized" | "forbidden" | "hang";
+
+export interface PeerRequest {
+  method: string;
+  /** The path as sent, without the query. */
+  path: string;
+  /** The path's segments, each decoded (so an encoded `/` stays inside its segment). */
+  segments: string[];
+  query: URLSearchParams;
+}
+
+/** An object is sent as JSON, a string as text/plain. */
+export interface PeerResponse {
+  status: number;
+  body: unknown;
+}
+
+export interface RecordedRequest {
+  method: string;
+  /** Path and query exactly as sent. */
+  target: string;
+  /** `cert:<CN>`, `token:<token>`, or unset when the request was not authenticated. */
+  authenticatedAs?: string;
+}
+
+export interface PeerTls {
+  certPem: string;
+  keyPem: string;
+  /** Client certificates must be signed by this CA. */
+  clientCaPem: string;
+}
+
+export interface SimPeerOptions {
+  /** Loopback address to listen on: 127.0.0.1 (default) or ::1. */
+  host?: "127.0.0.1" | "::1";
+  /** Unset: plain HTTP and no authentication (a kubelet's read-only port). */
+  tls?: PeerTls;
+  handle(request: PeerRequest): PeerResponse;
+  /** The answer to a request that failed authentication (401) or that a fault answers. */
+  failure(fault: "server-error" | "unauthorized" | "forbidden", request: PeerRequest): PeerResponse;
+}
+
+export interface PeerControl {
+  /** `https://127.0.0.1:<port>` (or http:, or [::1]). The port stays the same across stop and
+   *  resume. */
+  readonly url: string;
+  readonly port: number;
+  setFault(fault: PeerFault): void;
+  /** Bearer tokens that authenticate a request without a client certificate. */
+  acceptTokens(tokens: string[]): void;
+  /** Closes the port and drops every open connection, as when the process dies. */
+  stopListening(): Promise<void>;
+  resumeListening(): Promise<void>;
+  /** Requests received so far (including unanswered ones), in order. */
+  readonly requests: readonly RecordedRequest[];
+  /** How many requests asked for this path (query ignored). */
+  requestCount(path: string): number;
+}
+
+export interface SimPeer extends PeerControl {
+  close(): Promise<void>;
+}
+
+function send(res: http.ServerResponse, response: PeerResponse): void {
+  const text = typeof response.body === "string";
+  const payload = new TextEncoder().encode(
+    text ? response.body as string : JSON.stringify(response.body),
+  );
+  res.writeHead(response.status, {
+    "content-type": text ? "text/plain; charset=utf-8" : "application/json",
+    "content-length": payload.length,
+  });
+  res.end(payload);
+}
+
+/** A malformed escape stays as sent: it then matches no route, as on a real server. */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+function hasPeerCertificate(socket: TLSSocket): boolean {
+  return Object.keys(socket.getPeerCertificate() ?? {}).length > 0;
+}
+
+export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
+  const host = options.host ?? "127.0.0.1";
+  const requests: RecordedRequest[] = [];
+  const sockets = new Set<Socket>();
+  let tokens = new Set<string>();
+  let fault: PeerFault = "none";
+  let port = 0;
+  let server: http.Server | undefined;
+
+  function authenticate(req: http.IncomingMessage): string | undefined {
+    if (!options.tls) return undefined;
+    const socket = req.socket as TLSSocket;
+    if (socket.authorized) return `cert:${socket.getPeerCertificate().subject?.CN ?? ""}`;
+    const header = req.headers.authorization ?? "";
+    const token = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";
+    return tokens.has(token) ? `token:${token}` : undefined;
+  }
+
+  function onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const url = new URL(req.url ?? "/", "http://sim");
+    const request: PeerRequest = {
+      method: req.method ?? "",
+      path: url.pathname,
+      segments: url.pathname.split("/").filter((s) => s !== "").map(decodeSegment),
+      query: url.searchParams,
+    };
+    const authenticatedAs = authenticate(req);
+    requests.push({
+      method: req.method ?? "",
+      target: req.url ?? "",
+      ...(authenticatedAs !== undefined ? { authenticatedAs } : {}),
+    });
+    if (fault === "hang") return;
+    if (fault !== "none") return send(res, options.failure(fault, request));
+    if (options.tls && authenticatedAs === undefined) {
+      return send(res, options.failure("unauthorized", request));
+    }
+    send(res, options.handle(request));
+  }
+
+  function createServer(): http.Server {
+    const created = options.tls
+      ? https.createServer({
+        cert: options.tls.certPem,
+        key: options.tls.keyPem,
+        ca: options.tls.clientCaPem,
+        requestCert: true,
+        rejectUnauthorized: false,
+      }, onRequest)
+      : http.createServer(onRequest);
+    created.on("connection", (socket: Socket) => {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+    });
+    created.on("secureConnection", (socket: TLSSocket) => {
+      if (!socket.authorized && hasPeerCertificate(socket)) socket.destroy();
+    });
+    // A client that gives up mid-handshake is its business, not the simulation's.
+    created.on("tlsClientError", () => {});
+    created.on("clientError", (_e, socket) => socket.destroy());
+    return created;
+  }
+
+  async function listen(): Promise<void> {
+    const created = createServer();
+    await new Promise<void>((resolve, reject) => {
+      created.once("error", reject);
+      created.listen(port, host, () => {
+        created.off("error", reject);
+        resolve();
+      });
+    });
+    port = (created.address() as { port: number }).port;
+    server = created;
+  }
+
+  async function stopListening(): Promise<void> {
+    const closing = server;
+    if (!closing) return;
+    server = undefined;
+    const closed = new Promise<void>((resolve) => closing.close(() => resolve()));
+    for (const socket of sockets) socket.destroy();
+    await closed;
+  }
+
+  await listen();
+  const scheme = options.tls ? "https" : "http";
+
+  return {
+    url: `${scheme}://${host.includes(":") ? `[${host}]` : host}:${port}`,
+    port,
+    setFault: (next) => {
+      fault = next;
+    },
+    acceptTokens: (list) => {
+      tokens = new Set(list);
+    },
+    stopListening,
+    resumeListening: async () => {
+      if (!server) await listen();
+    },
+    requests,
+    requestCount: (path) =>
+      requests.filter((r) => new URL(r.target, "http://sim").pathname === path).length,
+    close: stopListening,
+  };
+}

@@ -1,0 +1,116 @@
+/**
+ * The API server, as the agent asks it: this node's pods, and the secrets and configmaps a
+ * checkpoint needs. Any failure is a failure — in particular a 503 from an API server whose etcd
+ * is gone is "API unavailable", never "no pods" (DESIGN §2.2).
+ */
+import { z } from "zod";
+import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
+import { type Pod, PodSchema } from "../core/pod.ts";
+import { getJson, type HttpTarget, type JsonGet } from "./http.ts";
+import { type Credentials, readBearerToken } from "./kubeconfig.ts";
+import { failed, type SourceResult } from "./types.ts";
+
+export interface ApiServerClient {
+  /** GET /api/v1/pods?fieldSelector=spec.nodeName%3D<node> (all namespaces). Any failure
+   *  (no connection, timeout, error status, bad body) is a failure: the agent treats it as
+   *  "API unavailable" for the pass — a 503 from an API server whose etcd is gone must never
+   *  look like "no pods". */
+  listNodePods(nodeName: string): Promise<SourceResult<Pod[]>>;
+  /** data values base64-decoded */
+  getSecret(namespace: string, name: string): Promise<SourceResult<Record<string, Uint8Array>>>;
+  /** data (UTF-8) and binaryData (base64) merged */
+  getConfigMap(namespace: string, name: string): Promise<SourceResult<Record<string, Uint8Array>>>;
+}
+
+/** A PodList as the API server and the kubelet send it; `kind` is required so that a 200 from
+ *  something that is not Kubernetes cannot pass for an empty list. Items keep their fields. */
+export const PodListSchema = z.looseObject({
+  kind: z.literal("PodList"),
+  items: z.array(PodSchema),
+}).transform((list) => list.items);
+
+const Base64Value = z.string().transform((text, ctx) => {
+  try {
+    return Uint8Array.fromBase64(text);
+  } catch {
+    ctx.addIssue({ code: "custom", message: "not valid base64" });
+    return z.NEVER;
+  }
+});
+
+const SecretSchema = z.looseObject({
+  kind: z.literal("Secret"),
+  data: z.record(z.string(), Base64Value).nullish(),
+}).transform((secret) => ({ ...secret.data }));
+
+const ConfigMapSchema = z.looseObject({
+  kind: z.literal("ConfigMap"),
+  data: z.record(z.string(), z.string()).nullish(),
+  binaryData: z.record(z.string(), Base64Value).nullish(),
+}).transform((configMap) => {
+  const encoder = new TextEncoder();
+  const files: Record<string, Uint8Array> = { ...configMap.binaryData };
+  for (const [key, text] of Object.entries(configMap.data ?? {})) files[key] = encoder.encode(text);
+  return files;
+});
+
+export function createApiServerClient(creds: Credentials, timeoutMs: number): ApiServerClient {
+  const target: HttpTarget = {
+    source: "apiserver",
+    baseUrl: creds.server,
+    timeoutMs,
+    tls: {
+      verifyServer: !creds.insecure,
+      ...(creds.caPem !== undefined ? { caPem: creds.caPem } : {}),
+      ...(creds.tlsServerName !== undefined ? { serverName: creds.tlsServerName } : {}),
+      ...(creds.certPem !== undefined ? { certPem: creds.certPem, keyPem: creds.keyPem } : {}),
+    },
+  };
+
+  async function get<T>(path: string, schema: z.ZodType<T>): Promise<SourceResult<T>> {
+    const token = await readBearerToken(creds);
+    if (!token.ok) return failed("apiserver", "unauthorized", `GET ${path}: ${token.error}`);
+    const request: JsonGet<T> = { path, schema, bearerToken: token.token };
+    return getJson(target, request);
+  }
+
+  function getObject<T>(
+    resource: "secrets" | "configmaps",
+    namespace: string,
+    name: string,
+    schema: z.ZodType<T>,
+  ): Promise<SourceResult<T>> {
+    if (!isValidNamespace(namespace) || !isValidObjectName(name)) {
+      // Such an object cannot exist, and its name must not reach a URL.
+      return Promise.resolve(
+        failed(
+          "apiserver",
+          "not-found",
+          `${resource} ${JSON.stringify(`${namespace}/${name}`)}: invalid name`,
+        ),
+      );
+    }
+    const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${resource}/${
+      encodeURIComponent(name)
+    }`;
+    return get(path, schema);
+  }
+
+  return {
+    listNodePods(nodeName) {
+      if (!isValidObjectName(nodeName)) {
+        return Promise.resolve(
+          failed(
+            "apiserver",
+            "bad-response",
+            `pods of node ${JSON.stringify(nodeName)}: not asked, invalid node name`,
+          ),
+        );
+      }
+      const selector = encodeURIComponent(`spec.nodeName=${nodeName}`);
+      return get(`/api/v1/pods?fieldSelector=${selector}`, PodListSchema);
+    },
+    getSecret: (namespace, name) => getObject("secrets", namespace, name, SecretSchema),
+    getConfigMap: (namespace, name) => getObject("configmaps", namespace, name, ConfigMapSchema),
+  };
+}

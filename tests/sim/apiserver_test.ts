@@ -1,0 +1,162 @@
+/** The simulated API server speaks the real wire format: lists, objects and Status errors. */
+import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import type { Pod } from "../../lib/core/pod.ts";
+import { type SimApiServer, startSimApiServer } from "../../lib/sim/apiserver.ts";
+import { pod } from "../helpers/pods.ts";
+import { rawGet, type SimCluster, simCluster, using } from "./harness.ts";
+
+function scheduled(id: string, nodeName: string): Pod {
+  const p = pod(id);
+  return { ...p, spec: { ...p.spec, nodeName } };
+}
+
+async function withServer(
+  fn: (
+    server: SimApiServer,
+    get: (path: string) => Promise<{
+      status: number;
+      contentType: string;
+      json: Record<string, unknown>;
+    }>,
+    cluster: SimCluster,
+  ) => Promise<void>,
+) {
+  const cluster = await simCluster();
+  await using(startSimApiServer(cluster.ca), (server) =>
+    fn(server, async (path) => {
+      const answer = await rawGet(`${server.url}${path}`, {
+        caPem: cluster.ca.certPem,
+        ...cluster.nodeClient,
+      });
+      return {
+        status: answer.status,
+        contentType: answer.contentType,
+        json: JSON.parse(answer.body),
+      };
+    }, cluster));
+}
+
+function names(list: Record<string, unknown>): string[] {
+  return (list.items as Pod[]).map((p) => `${p.metadata.namespace}/${p.metadata.name}`);
+}
+
+Deno.test("sim API server lists pods as a PodList whose items carry no kind", async () => {
+  await withServer(async (server, get) => {
+    server.setPods([scheduled("kube-system/a", "n1"), scheduled("default/b", "n2")]);
+    const { status, contentType, json } = await get("/api/v1/pods");
+    assertEquals([status, contentType], [200, "application/json"]);
+    assertEquals([json.kind, json.apiVersion], ["PodList", "v1"]);
+    const { kind: _k, apiVersion: _v, ...item } = scheduled("kube-system/a", "n1");
+    assertEquals((json.items as unknown[])[0], item);
+    const version = Number((json.metadata as { resourceVersion: string }).resourceVersion);
+
+    server.deletePod("default", "b");
+    const after = (await get("/api/v1/pods")).json;
+    assertEquals(names(after), ["kube-system/a"]);
+    assertEquals(
+      Number((after.metadata as { resourceVersion: string }).resourceVersion) > version,
+      true,
+    );
+  });
+});
+
+Deno.test("sim API server honours field selectors and namespaces", async () => {
+  await withServer(async (server, get) => {
+    server.setPods([
+      scheduled("kube-system/a", "n1"),
+      scheduled("default/b", "n1"),
+      scheduled("kube-system/c", "n2"),
+    ]);
+    assertEquals(names((await get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1")).json), [
+      "kube-system/a",
+      "default/b",
+    ]);
+    assertEquals(names((await get("/api/v1/pods?fieldSelector=spec.nodeName!%3Dn1")).json), [
+      "kube-system/c",
+    ]);
+    assertEquals(names((await get("/api/v1/namespaces/kube-system/pods")).json), [
+      "kube-system/a",
+      "kube-system/c",
+    ]);
+    assertEquals(
+      names((await get("/api/v1/namespaces/kube-system/pods?fieldSelector=spec.nodeName=n2")).json),
+      ["kube-system/c"],
+    );
+    const unsupported = await get("/api/v1/pods?fieldSelector=status.phase%3DRunning");
+    assertEquals([unsupported.status, unsupported.json.reason, unsupported.json.message], [
+      400,
+      "BadRequest",
+      "field label not supported: status.phase",
+    ]);
+  });
+});
+
+Deno.test("sim API server answers a missing object with a NotFound Status", async () => {
+  await withServer(async (_server, get) => {
+    const { status, json } = await get("/api/v1/namespaces/kube-system/secrets/absent");
+    assertEquals(status, 404);
+    assertEquals(json, {
+      kind: "Status",
+      apiVersion: "v1",
+      metadata: {},
+      status: "Failure",
+      message: 'secrets "absent" not found',
+      reason: "NotFound",
+      details: { name: "absent", kind: "secrets" },
+      code: 404,
+    });
+    assertEquals((await get("/apis/apps/v1/deployments")).json.reason, "NotFound");
+  });
+});
+
+Deno.test("sim API server serves secrets and configmaps as v1 objects", async () => {
+  await withServer(async (server, get) => {
+    server.setSecret("kube-system", "s", { key: "value" });
+    server.setConfigMap("kube-system", "c", { text: "t" }, { bin: new Uint8Array([255]) });
+    const secret = (await get("/api/v1/namespaces/kube-system/secrets/s")).json;
+    assertEquals([secret.kind, secret.apiVersion, secret.type, secret.data], [
+      "Secret",
+      "v1",
+      "Opaque",
+      { key: "dmFsdWU=" },
+    ]);
+    assertEquals((secret.metadata as { name: string }).name, "s");
+    const configMap = (await get("/api/v1/namespaces/kube-system/configmaps/c")).json;
+    assertEquals([configMap.kind, configMap.data, configMap.binaryData], [
+      "ConfigMap",
+      { text: "t" },
+      { bin: "/w==" },
+    ]);
+  });
+});
+
+Deno.test("sim API server outage modes answer with the real Status objects", async () => {
+  await withServer(async (server, get) => {
+    const expected = [
+      ["server-error", 503, "ServiceUnavailable"],
+      ["unauthorized", 401, "Unauthorized"],
+      ["forbidden", 403, "Forbidden"],
+    ] as const;
+    for (const [fault, code, reason] of expected) {
+      server.setFault(fault);
+      const { status, json } = await get("/api/v1/pods");
+      assertEquals([status, json.kind, json.status, json.reason, json.code], [
+        code,
+        "Status",
+        "Failure",
+        reason,
+        code,
+      ]);
+    }
+    assertEquals(server.requestCount("/api/v1/pods"), 3);
+  });
+});
+
+Deno.test("sim API server without a client certificate answers 401", async () => {
+  const cluster = await simCluster();
+  await using(startSimApiServer(cluster.ca), async (server) => {
+    const answer = await rawGet(`${server.url}/api/v1/pods`, { caPem: cluster.ca.certPem });
+    assertEquals([answer.status, JSON.parse(answer.body).reason], [401, "Unauthorized"]);
+    assertEquals(server.requests, [{ method: "GET", target: "/api/v1/pods" }]);
+  });
+});

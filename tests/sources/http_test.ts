@@ -1,0 +1,197 @@
+/** The shared GET helper: JSON validation, failure classification, deadlines, caps and TLS. */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { z } from "zod";
+import { getJson, type HttpTarget, type TlsSettings } from "../../lib/sources/http.ts";
+import type { SourceResult } from "../../lib/sources/types.ts";
+import { type PeerResponse, type SimPeerOptions, startSimPeer } from "../../lib/sim/peer.ts";
+import { createSimCa } from "../../lib/sim/pki.ts";
+import { NODE_NAME, sec1Key, simCluster, using } from "../sim/harness.ts";
+
+const Answer = z.object({ answer: z.number() });
+
+/** A plain-HTTP peer answering `/status/<code>` with that code and `/<anything>` from `body`. */
+function plainPeer(body: (path: string) => PeerResponse, host?: "::1") {
+  const options: SimPeerOptions = {
+    ...(host ? { host } : {}),
+    handle: (request) => {
+      const status = /^\/status\/(\d+)$/.exec(request.path);
+      if (status) {
+        return {
+          status: Number(status[1]),
+          body: { kind: "Status", message: `answered ${status[1]}`, code: Number(status[1]) },
+        };
+      }
+      return body(request.path);
+    },
+    failure: () => ({ status: 503, body: "fault" }),
+  };
+  return startSimPeer(options);
+}
+
+const answering = () => plainPeer(() => ({ status: 200, body: { answer: 42 } }));
+
+function target(baseUrl: string, extra: Partial<HttpTarget> = {}): HttpTarget {
+  return { source: "apiserver", baseUrl, timeoutMs: 5_000, ...extra };
+}
+
+function failure<T>(result: SourceResult<T>) {
+  if (result.ok) throw new Error(`expected a failure, got ${JSON.stringify(result.value)}`);
+  return result.failure;
+}
+
+Deno.test("getJson returns the body parsed by the schema", async () => {
+  await using(answering(), async (peer) => {
+    const result = await getJson(target(peer.url), { path: "/x?y=1", schema: Answer });
+    assertEquals(result, { ok: true, value: { answer: 42 } });
+    assertEquals(peer.requests.map((r) => r.target), ["/x?y=1"]);
+  });
+});
+
+Deno.test("getJson classifies error statuses and quotes the Status message", async () => {
+  await using(answering(), async (peer) => {
+    const expected: [number, string][] = [
+      [401, "unauthorized"],
+      [403, "forbidden"],
+      [404, "not-found"],
+      [500, "server-error"],
+      [503, "server-error"],
+      [400, "bad-response"],
+      [302, "bad-response"],
+      [409, "bad-response"],
+    ];
+    for (const [status, kind] of expected) {
+      const f = failure(
+        await getJson(target(peer.url), { path: `/status/${status}`, schema: Answer }),
+      );
+      assertEquals([f.source, f.kind, f.status], ["apiserver", kind, status]);
+      assert(f.message.startsWith(`GET ${peer.url}/status/${status}: ${status} `), f.message);
+      assert(f.message.endsWith(`: answered ${status}`), f.message);
+    }
+  });
+});
+
+Deno.test("getJson refuses a body that is not the expected JSON", async () => {
+  const bodies: Record<string, unknown> = {
+    "/text": "<html>proxy login</html>",
+    "/empty": "",
+    "/wrong": { answer: "forty-two" },
+  };
+  await using(plainPeer((path) => ({ status: 200, body: bodies[path] })), async (peer) => {
+    const messages: Record<string, string> = {};
+    for (const path of Object.keys(bodies)) {
+      const f = failure(await getJson(target(peer.url), { path, schema: Answer }));
+      assertEquals(f.kind, "bad-response");
+      messages[path] = f.message.slice(`GET ${peer.url}${path}: `.length);
+    }
+    assertEquals(messages, {
+      "/text": "body is not JSON: <html>proxy login</html>",
+      "/empty": "body is not JSON: (empty)",
+      "/wrong": "unexpected body: answer: expected number, received string",
+    });
+  });
+});
+
+Deno.test("getJson refuses a body larger than the cap", async () => {
+  const big = { answer: 1, padding: "x".repeat(200_000) };
+  await using(plainPeer(() => ({ status: 200, body: big })), async (peer) => {
+    const f = failure(
+      await getJson(target(peer.url, { maxBodyBytes: 100_000 }), { path: "/", schema: Answer }),
+    );
+    assertEquals(f.kind, "bad-response");
+    assert(f.message.endsWith("body larger than 100000 bytes"), f.message);
+    const whole = await getJson(target(peer.url), { path: "/", schema: Answer });
+    assertEquals(whole, { ok: true, value: { answer: 1 } });
+  });
+});
+
+Deno.test("getJson gives up on a peer that never answers", async () => {
+  await using(answering(), async (peer) => {
+    peer.setFault("hang");
+    const f = failure(
+      await getJson(target(peer.url, { timeoutMs: 200 }), { path: "/", schema: Answer }),
+    );
+    assertEquals(f.kind, "timeout");
+    assert(f.message.endsWith("no complete answer within 200 ms"), f.message);
+    assertEquals(peer.requestCount("/"), 1);
+  });
+});
+
+Deno.test("getJson reports a closed port as unreachable", async () => {
+  await using(answering(), async (peer) => {
+    await peer.stopListening();
+    const f = failure(await getJson(target(peer.url), { path: "/", schema: Answer }));
+    assertEquals(f.kind, "unreachable");
+    assert(f.message.includes("ECONNREFUSED"), f.message);
+    await peer.resumeListening();
+    assertEquals((await getJson(target(peer.url), { path: "/", schema: Answer })).ok, true);
+  });
+});
+
+Deno.test("getJson reaches an IPv6 loopback address", async () => {
+  await using(plainPeer(() => ({ status: 200, body: { answer: 6 } }), "::1"), async (peer) => {
+    assert(peer.url.startsWith("http://[::1]:"));
+    assertEquals(await getJson(target(peer.url), { path: "/", schema: Answer }), {
+      ok: true,
+      value: { answer: 6 },
+    });
+  });
+});
+
+Deno.test("getJson over TLS: CA, server name, client certificate and bearer token", async () => {
+  const { ca, nodeClient } = await simCluster();
+  const serving = await ca.issueServerCert();
+  const peer = await startSimPeer({
+    tls: { ...serving, clientCaPem: ca.certPem },
+    handle: () => ({ status: 200, body: { answer: 7 } }),
+    failure: (fault) => ({ status: fault === "unauthorized" ? 401 : 503, body: fault }),
+  });
+  const get = (tls: TlsSettings, bearerToken?: string) =>
+    getJson(target(peer.url, { tls }), { path: "/", schema: Answer, bearerToken });
+  const client = { certPem: nodeClient.certPem, keyPem: nodeClient.keyPem };
+  try {
+    assertEquals(await get({ verifyServer: true, caPem: ca.certPem, ...client }), {
+      ok: true,
+      value: { answer: 7 },
+    });
+    assertEquals(peer.requests.at(-1)?.authenticatedAs, `cert:system:node:${NODE_NAME}`);
+
+    // The kubelet's key file holds a SEC1 "EC PRIVATE KEY", not PKCS#8.
+    const sec1 = sec1Key(nodeClient.keyPem);
+    const viaSec1 = await get({ verifyServer: true, caPem: ca.certPem, ...client, keyPem: sec1 });
+    assertEquals(viaSec1.ok, true);
+
+    peer.acceptTokens(["t0ken"]);
+    assertEquals((await get({ verifyServer: true, caPem: ca.certPem }, "t0ken")).ok, true);
+    assertEquals(peer.requests.at(-1)?.authenticatedAs, "token:t0ken");
+    assertEquals(
+      failure(await get({ verifyServer: true, caPem: ca.certPem })).kind,
+      "unauthorized",
+    );
+
+    const named = await get({
+      verifyServer: true,
+      caPem: ca.certPem,
+      serverName: "localhost",
+      ...client,
+    });
+    assertEquals(named.ok, true);
+    const misnamed = failure(
+      await get({ verifyServer: true, caPem: ca.certPem, serverName: "kubernetes", ...client }),
+    );
+    assertEquals(misnamed.kind, "unreachable");
+
+    const stranger = await createSimCa("some-other-ca");
+    const untrusted = failure(
+      await get({ verifyServer: true, caPem: stranger.certPem, ...client }),
+    );
+    assertEquals(untrusted.kind, "unreachable");
+    assertEquals((await get({ verifyServer: false, ...client })).ok, true);
+
+    // A client certificate from another CA ends the handshake, as on a Go server.
+    const foreign = await stranger.issueClientCert({ commonName: "intruder" });
+    const refused = failure(await get({ verifyServer: true, caPem: ca.certPem, ...foreign }));
+    assertEquals(refused.kind, "unreachable");
+  } finally {
+    await peer.close();
+  }
+});
