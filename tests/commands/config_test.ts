@@ -2,15 +2,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { parse } from "yaml";
 import { runCli } from "../helpers/cli.ts";
-
-async function withTempDir(fn: (dir: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir();
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { withTempDir } from "../helpers/temp_dir.ts";
 
 Deno.test("prints the effective configuration as YAML that loads back", async () => {
   await withTempDir(async (dir) => {

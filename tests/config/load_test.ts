@@ -10,6 +10,7 @@ import {
   type LoadOptions,
 } from "../../lib/config/load.ts";
 import type { Config } from "../../lib/config/types.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
 
 const DEFAULT_CONFIG: Config = {
   kubeconfig: "/etc/kubernetes/kubeconfig",
@@ -31,15 +32,6 @@ const DEFAULT_CONFIG: Config = {
   adminAllowRemote: false,
   adminTokenFile: "/etc/ckpt-agent/admin-token",
 };
-
-async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
-  const dir = await Deno.makeTempDir();
-  try {
-    return await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 /** Loads with a private environment and host name, never the machine's own config file. */
 function load(args: string[], opts: LoadOptions = {}) {

@@ -1,6 +1,7 @@
 /** The single-instance lock, with real processes: a crash must never block a restart. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { acquireLock, isLock } from "../../lib/disk/lock.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
 
 const HOLDER = new URL("./lock_holder.ts", import.meta.url).pathname;
 
@@ -24,15 +25,6 @@ async function startHolder(path: string): Promise<Holder> {
     if (line.includes("\n")) break;
   }
   return { child, line: line.trimEnd() };
-}
-
-async function withTempDir(fn: (dir: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir();
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
 }
 
 Deno.test("a second process is told who holds the lock; SIGKILL of the holder frees it", async () => {
