@@ -7,7 +7,7 @@
 import { dirname, isAbsolute, join, normalize } from "node:path";
 import type { FileOwner, FileSource, VolumeFiles } from "../core/sanitize.ts";
 import { atomicWrite, removeDurably, syncDir, TEMP_MARKER } from "./atomic_write.ts";
-import { ensureDir, ensureOwnedDir } from "./dirs.ts";
+import { ensureDir, ensureOwnedDir, removeTree } from "./dirs.ts";
 
 /**
  * What the agent fetched, keyed by `objectKey`: the object's data, or "absent" when the API server
@@ -203,4 +203,35 @@ export async function writeVolumeFiles(
     await writeVolume(volume.dir, desired.files, owner, summary);
   }
   return summary;
+}
+
+/**
+ * Removes what a pod's file directories (`podFileDirs`) hold beyond its current volumes: the
+ * files of a secret the pod no longer mounts must not linger until the checkpoint goes. Pass
+ * every volume of the pod, skipped ones included, so their kept files stay kept.
+ */
+export async function removeStaleVolumeDirs(
+  podDirs: string[],
+  volumes: VolumeFiles[],
+): Promise<string[]> {
+  const keep = new Set(volumes.map((v) => v.dir));
+  const leadsToKept = (path: string) => [...keep].some((dir) => dir.startsWith(`${path}/`));
+  const removed: string[] = [];
+  const sweep = async (dir: string) => {
+    const entries: Deno.DirEntry[] = [];
+    try {
+      for await (const entry of Deno.readDir(dir)) entries.push(entry);
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return;
+      throw e;
+    }
+    for (const entry of entries) {
+      const path = join(dir, entry.name);
+      if (keep.has(path)) continue;
+      if (entry.isDirectory && leadsToKept(path)) await sweep(path);
+      else if (await removeTree(path) === "removed") removed.push(path);
+    }
+  };
+  for (const dir of podDirs) await sweep(dir);
+  return removed;
 }

@@ -2,7 +2,12 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import type { Pod } from "../../lib/core/pod.ts";
 import { fileOwner, sanitizeCheckpoint, type VolumeFiles } from "../../lib/core/sanitize.ts";
-import { type ObjectData, objectKey, writeVolumeFiles } from "../../lib/disk/pod_files.ts";
+import {
+  type ObjectData,
+  objectKey,
+  removeStaleVolumeDirs,
+  writeVolumeFiles,
+} from "../../lib/disk/pod_files.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const OWNER = { uid: 1234, gid: 5678 };
@@ -415,5 +420,44 @@ Deno.test("a volume directory that is not a plain absolute path is refused", asy
     );
     assertEquals(summary.skipped.map((s) => s.volume), ["a", "b", "c"]);
     assertEquals(await tree(root), {});
+  });
+});
+
+Deno.test("directories of volumes the pod no longer has are removed, current ones kept", async () => {
+  await withTempDir(async (root) => {
+    const pod = [`${root}/secrets/ns/pod`, `${root}/configmaps/ns/pod`];
+    const literal = [{ kind: "literal" as const, path: "f", content: "x" }];
+    const before = [
+      volume("old-secret", `${pod[0]}/old`, literal),
+      volume("kept", `${pod[0]}/kept`, literal),
+      volume("old-projected", `${pod[0]}/_volumes/gone`, literal),
+      volume("projected", `${pod[0]}/_volumes/api`, literal),
+      volume("cm", `${pod[1]}/cm`, literal),
+    ];
+    await writeVolumeFiles(before, new Map(), OWNER);
+    await Deno.writeTextFile(`${pod[0]}/stray-file`, "x");
+    // Another pod's directory is none of this pod's business.
+    await writeVolumeFiles([volume("x", `${root}/secrets/ns/pod-2/x`, literal)], new Map(), OWNER);
+
+    const now = [before[1], before[3]];
+    assertEquals((await removeStaleVolumeDirs(pod, now)).sort(), [
+      `${pod[1]}/cm`,
+      `${pod[0]}/_volumes/gone`,
+      `${pod[0]}/old`,
+      `${pod[0]}/stray-file`,
+    ]);
+    assertEquals(Object.keys(await tree(`${root}/secrets`)), [
+      "ns",
+      "ns/pod",
+      "ns/pod/_volumes",
+      "ns/pod/_volumes/api",
+      "ns/pod/_volumes/api/f",
+      "ns/pod/kept",
+      "ns/pod/kept/f",
+      "ns/pod-2",
+      "ns/pod-2/x",
+      "ns/pod-2/x/f",
+    ]);
+    assertEquals(await removeStaleVolumeDirs([...pod, `${root}/absent`], now), []);
   });
 });
