@@ -316,8 +316,7 @@ function flagSettings(values: Record<string, unknown>): Partial<Settings> {
   for (const key of KEYS) {
     if (values[FLAG_OF[key]] !== undefined) raw[key] = values[FLAG_OF[key]];
   }
-  const flagOf = Object.fromEntries(KEYS.map((key) => [key, `--${FLAG_OF[key]}`]));
-  return checkSettings(raw, (key) => flagOf[key]);
+  return checkSettings(raw, (key) => `--${FLAG_OF[key as Key]}`);
 }
 
 function checkDefaults(): Omit<Settings, "nodeName"> {
