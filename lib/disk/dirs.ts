@@ -3,6 +3,7 @@
  * parent fsynced), like every file written through atomic_write.ts.
  */
 import { dirname, resolve } from "node:path";
+import type { FileOwner } from "../core/sanitize.ts";
 import { syncDir } from "./atomic_write.ts";
 
 async function existsAsDir(path: string): Promise<boolean> {
@@ -42,17 +43,12 @@ export async function ensureDir(path: string, mode: number): Promise<void> {
   }
 }
 
-export interface Owner {
-  uid: number;
-  gid: number;
-}
-
 /**
  * A real directory (never a symlink) with exactly `mode` and `owner`, inside a tree only the
  * agent writes: whatever else is at `path` is replaced, so that nothing written below it can
  * land outside the tree.
  */
-export async function ensureOwnedDir(path: string, mode: number, owner: Owner): Promise<void> {
+export async function ensureOwnedDir(path: string, mode: number, owner: FileOwner): Promise<void> {
   let info: Deno.FileInfo | undefined;
   try {
     info = await Deno.lstat(path);
