@@ -3,17 +3,20 @@
  * This file only dispatches; each command lives in lib/commands/.
  */
 import { CommandError } from "./lib/cli/errors.ts";
+import { configCommand } from "./lib/commands/config.ts";
 import { planCommand } from "./lib/commands/plan.ts";
 
 const USAGE = `usage: ckpt-agent <command> [flags]
 
 commands:
-  plan --snapshot FILE|-   print the plan of one pass over a recorded snapshot`;
+  plan --snapshot FILE|-   print the plan of one pass over a recorded snapshot
+  config [--config FILE]   check the configuration and print the effective one as YAML`;
 
 type Command = (args: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, Command> = {
   plan: planCommand,
+  config: configCommand,
 };
 
 export async function main(args: string[]): Promise<number> {

@@ -8,7 +8,8 @@ export function parseFlags<O extends Options>(args: string[], options: O) {
   try {
     return parseArgs({ args, options, strict: true, allowPositionals: false });
   } catch (e) {
-    // parseArgs phrases its errors as sentences that already name the flag.
-    throw new UsageError((e as Error).message);
+    // parseArgs phrases its errors as sentences that already name the flag, some over several
+    // lines; errors are one line.
+    throw new UsageError((e as Error).message.split("\n").join(" "));
   }
 }

@@ -1,0 +1,80 @@
+/**
+ * Directories under the agent's trees: created with their final mode and made durable (the
+ * parent fsynced), like every file written through atomic_write.ts.
+ */
+import { dirname, resolve } from "node:path";
+import type { FileOwner } from "../core/sanitize.ts";
+import { syncDir } from "./atomic_write.ts";
+
+async function existsAsDir(path: string): Promise<boolean> {
+  try {
+    const info = await Deno.stat(path);
+    if (!info.isDirectory) throw new Error(`${path} exists and is not a directory`);
+    return true;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
+}
+
+async function makeDir(path: string, mode: number): Promise<void> {
+  await Deno.mkdir(path, { mode });
+  // mkdir's mode is filtered by the umask; the final mode is exact.
+  await Deno.chmod(path, mode);
+  await syncDir(dirname(path));
+}
+
+/**
+ * Creates `path` and its missing parents with `mode`. Existing directories are left as they are,
+ * whoever made them (a configured directory may be a symlink, or the kubelet's own 0755 one).
+ */
+export async function ensureDir(path: string, mode: number): Promise<void> {
+  const missing: string[] = [];
+  for (let dir = resolve(path); !await existsAsDir(dir); dir = dirname(dir)) {
+    missing.push(dir);
+    if (dirname(dir) === dir) break;
+  }
+  for (const dir of missing.reverse()) {
+    try {
+      await makeDir(dir, mode);
+    } catch (e) {
+      if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+    }
+  }
+}
+
+/**
+ * A real directory (never a symlink) with exactly `mode` and `owner`, inside a tree only the
+ * agent writes: whatever else is at `path` is replaced, so that nothing written below it can
+ * land outside the tree.
+ */
+export async function ensureOwnedDir(path: string, mode: number, owner: FileOwner): Promise<void> {
+  let info: Deno.FileInfo | undefined;
+  try {
+    info = await Deno.lstat(path);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  if (info && !info.isDirectory) {
+    await Deno.remove(path);
+    info = undefined;
+  }
+  if (!info) await makeDir(path, mode);
+  else if (info.mode === null || (info.mode & 0o7777) !== mode) await Deno.chmod(path, mode);
+  // Checked on every pass, so an owner lost in a crash right after mkdir is set again.
+  if (!info || info.uid !== owner.uid || info.gid !== owner.gid) {
+    await Deno.chown(path, owner.uid, owner.gid);
+  }
+}
+
+/** Deletes a directory and everything in it, durably; "absent" when there was none. */
+export async function removeTree(path: string): Promise<"removed" | "absent"> {
+  try {
+    await Deno.remove(path, { recursive: true });
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return "absent";
+    throw e;
+  }
+  await syncDir(dirname(path));
+  return "removed";
+}

@@ -1,0 +1,191 @@
+/**
+ * Checkpoint manifests on disk: reading the kubelet's static-pod directory and the inactive
+ * directory, and the writes of DESIGN §2.4 step 5. Only `<ns>-<name>.json` files named after a
+ * valid id are ever written or deleted; every other file is read, maybe reported, never touched.
+ */
+import { basename, join } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { manifestFileName, parseValidId } from "../core/ids.ts";
+import { type Pod, podId, PodSchema } from "../core/pod.ts";
+import { podFileDirs } from "../core/sanitize.ts";
+import { formatSchemaError } from "../core/schema_error.ts";
+import { atomicWrite, removeDurably, type WriteOutcome } from "./atomic_write.ts";
+import { ensureDir, removeTree } from "./dirs.ts";
+
+export interface ManifestPaths {
+  staticPodDir: string;
+  inactiveDir: string;
+  secretsDir: string;
+  configmapsDir: string;
+}
+
+export interface ManifestFile {
+  /** Full path of the file the pod was read from. */
+  file: string;
+  pod: Pod;
+  /** Named `<ns>-<name>.json` after the pod's own valid id: a file this agent may write. */
+  ours: boolean;
+}
+
+export interface ManifestProblem {
+  file: string;
+  problem: string;
+}
+
+export interface ManifestDir {
+  pods: Pod[];
+  manifests: ManifestFile[];
+  problems: ManifestProblem[];
+}
+
+/** Far above any pod manifest; a bigger file is not read into memory. */
+const MAX_MANIFEST_BYTES = 1024 * 1024;
+
+const MANIFEST_MODE = 0o600;
+const DIR_MODE = 0o700;
+
+function parseManifest(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    // Not JSON: YAML, as kubeadm writes its static pods (YAML errors are the clearer ones).
+    return parseYaml(text, { prettyErrors: false });
+  }
+}
+
+async function readManifest(file: string): Promise<ManifestFile | ManifestProblem | undefined> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(file);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined; // deleted meanwhile
+    throw e;
+  }
+  // The kubelet does not descend into directories either.
+  if (!info.isFile) return undefined;
+  if (info.size > MAX_MANIFEST_BYTES) {
+    return { file, problem: `larger than ${MAX_MANIFEST_BYTES} bytes; not read` };
+  }
+  let doc: unknown;
+  try {
+    doc = parseManifest(
+      new TextDecoder("utf-8", { fatal: true }).decode(await Deno.readFile(file)),
+    );
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    return { file, problem: `not JSON or YAML: ${(e as Error).message.split("\n")[0]}` };
+  }
+  const result = PodSchema.safeParse(doc);
+  if (!result.success) return { file, problem: `not a pod: ${formatSchemaError(result.error)}` };
+  const id = podId(result.data);
+  const ours = parseValidId(id) !== undefined && basename(file) === manifestFileName(id);
+  return { file, pod: result.data, ours };
+}
+
+/**
+ * Every pod in a manifest directory, read as the kubelet reads it: every regular file whose name
+ * does not start with a dot, whatever its extension, JSON or YAML. A missing directory is empty.
+ */
+export async function readManifestDir(dir: string): Promise<ManifestDir> {
+  const names: string[] = [];
+  try {
+    for await (const entry of Deno.readDir(dir)) {
+      if (!entry.name.startsWith(".")) names.push(entry.name);
+    }
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  const out: ManifestDir = { pods: [], manifests: [], problems: [] };
+  for (const name of names.sort()) {
+    const read = await readManifest(join(dir, name));
+    if (!read) continue;
+    if ("problem" in read) {
+      out.problems.push(read);
+    } else {
+      out.manifests.push(read);
+      out.pods.push(read.pod);
+    }
+  }
+  return out;
+}
+
+export interface CheckpointPaths {
+  inactiveManifest: string;
+  activeManifest: string;
+  /** The pod's directories of stored secret and configmap files. */
+  secretsDir: string;
+  configmapsDir: string;
+}
+
+/** Where one checkpoint's files are; throws on an id that is not safe to use as a file name. */
+export function checkpointPaths(paths: ManifestPaths, id: string): CheckpointPaths {
+  const parts = parseValidId(id);
+  if (!parts) throw new Error(`not a valid checkpoint id: ${JSON.stringify(id)}`);
+  const file = manifestFileName(id);
+  const [secretsDir, configmapsDir] = podFileDirs(
+    { secretsDir: paths.secretsDir, configMapsDir: paths.configmapsDir },
+    parts.namespace,
+    parts.name,
+  );
+  return {
+    inactiveManifest: join(paths.inactiveDir, file),
+    activeManifest: join(paths.staticPodDir, file),
+    secretsDir,
+    configmapsDir,
+  };
+}
+
+/** Pretty JSON, so that an operator can read and diff a checkpoint. */
+export function renderManifest(pod: Pod): string {
+  return `${JSON.stringify(pod, null, 2)}\n`;
+}
+
+/** Stores a sanitized checkpoint as `<inactiveDir>/<ns>-<name>.json`. */
+export async function writeInactiveManifest(paths: ManifestPaths, pod: Pod): Promise<WriteOutcome> {
+  const { inactiveManifest } = checkpointPaths(paths, podId(pod));
+  await ensureDir(paths.inactiveDir, DIR_MODE);
+  return await atomicWrite(inactiveManifest, renderManifest(pod), { mode: MANIFEST_MODE });
+}
+
+/** Hands a checkpoint to the kubelet: its inactive manifest, copied only when different. */
+export async function activateCheckpoint(
+  paths: ManifestPaths,
+  id: string,
+): Promise<WriteOutcome | "no-inactive-manifest"> {
+  const { inactiveManifest, activeManifest } = checkpointPaths(paths, id);
+  let manifest: Uint8Array;
+  try {
+    manifest = await Deno.readFile(inactiveManifest);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return "no-inactive-manifest";
+    throw e;
+  }
+  await ensureDir(paths.staticPodDir, DIR_MODE);
+  return await atomicWrite(activeManifest, manifest, { mode: MANIFEST_MODE });
+}
+
+/** Withdraws a checkpoint from the kubelet. */
+export async function deactivateCheckpoint(
+  paths: ManifestPaths,
+  id: string,
+): Promise<"removed" | "absent"> {
+  return await removeDurably(checkpointPaths(paths, id).activeManifest);
+}
+
+/**
+ * Deletes everything of one checkpoint: its secrets and configmaps, its inactive manifest, then
+ * its active manifest last (DESIGN §2.4 step 5). Until the last step a manifest is left for the
+ * next pass to find, so a crash midway ends in a removal finished later, never in files
+ * nobody tracks. Returns the paths that existed and are gone.
+ */
+export async function removeCheckpoint(paths: ManifestPaths, id: string): Promise<string[]> {
+  const p = checkpointPaths(paths, id);
+  const removed: string[] = [];
+  for (const dir of [p.secretsDir, p.configmapsDir]) {
+    if (await removeTree(dir) === "removed") removed.push(dir);
+  }
+  for (const file of [p.inactiveManifest, p.activeManifest]) {
+    if (await removeDurably(file) === "removed") removed.push(file);
+  }
+  return removed;
+}

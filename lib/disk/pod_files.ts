@@ -1,0 +1,237 @@
+/**
+ * The files behind a checkpoint's rewritten volumes (DESIGN §2.5): secret and configmap keys and
+ * rendered downward-API items, written into the hostPath directories the sanitizer chose.
+ * What a volume must hold is decided from what was fetched; a volume whose objects could not be
+ * fetched keeps the files it has, because nothing is ever deleted on the strength of a failure.
+ */
+import { dirname, isAbsolute, join, normalize } from "node:path";
+import type { FileOwner, FileSource, VolumeFiles } from "../core/sanitize.ts";
+import { atomicWrite, removeDurably, syncDir, TEMP_MARKER } from "./atomic_write.ts";
+import { ensureDir, ensureOwnedDir, removeTree } from "./dirs.ts";
+
+/**
+ * What the agent fetched, keyed by `objectKey`: the object's data, or "absent" when the API server
+ * said it does not exist. An object missing from the map could not be fetched.
+ */
+export type ObjectData = Map<string, Record<string, Uint8Array> | "absent">;
+
+export function objectKey(kind: "secret" | "configMap", name: string): string {
+  return `${kind}/${name}`;
+}
+
+export interface VolumeWriteSummary {
+  written: number;
+  unchanged: number;
+  removed: number;
+  bytesWritten: number;
+  /** Volumes left as they were, and single files refused, with why. */
+  skipped: { volume: string; reason: string }[];
+}
+
+const FILE_MODE = 0o600;
+const DIR_MODE = 0o700;
+/** NAME_MAX on Linux file systems. */
+const MAX_NAME_BYTES = 255;
+
+/** Why a file path inside a volume is refused, or undefined when it is safe. */
+function unsafePath(path: string): string | undefined {
+  if (path === "") return "empty path";
+  if (isAbsolute(path)) return "absolute path";
+  if (path.includes("\0")) return "NUL in path";
+  for (const segment of path.split("/")) {
+    if (segment === "") return "empty path segment";
+    // `..` anywhere, and `..data`-style names the kubelet's own atomic writer uses.
+    if (segment.startsWith("..") || segment === ".") return `path segment ${segment}`;
+    if (segment.startsWith(".") && segment.includes(TEMP_MARKER)) {
+      return "name of a temp file of ours";
+    }
+    if (new TextEncoder().encode(segment).length > MAX_NAME_BYTES) return "name too long";
+  }
+  return undefined;
+}
+
+/** A volume directory must be a plain absolute path, as the sanitizer builds them. */
+function unsafeDir(dir: string): boolean {
+  return !isAbsolute(dir) || normalize(dir) !== dir || dir.split("/").includes("..");
+}
+
+type Desired = { files: Map<string, Uint8Array>; refused: string[] } | { skip: string };
+
+function sourceFiles(
+  source: FileSource,
+  objects: ObjectData,
+): [string, Uint8Array][] | { skip: string } {
+  if (source.kind === "literal") return [[source.path, new TextEncoder().encode(source.content)]];
+  const key = objectKey(source.kind, source.name);
+  const data = objects.get(key);
+  if (data === undefined) return { skip: `${key} could not be fetched; files kept as they are` };
+  if (data === "absent") {
+    return source.optional ? [] : { skip: `${key} does not exist and is not optional` };
+  }
+  if (!source.items) return Object.entries(data);
+  const files: [string, Uint8Array][] = [];
+  for (const item of source.items) {
+    if (Object.hasOwn(data, item.key)) files.push([item.path, data[item.key]]);
+    // As the kubelet: a missing key fails a required volume and is left out of an optional one.
+    else if (!source.optional) return { skip: `${key} has no key ${item.key}` };
+  }
+  return files;
+}
+
+/** The files one volume must hold, or why it is left alone this pass. */
+function desiredFiles(volume: VolumeFiles, objects: ObjectData): Desired {
+  if (unsafeDir(volume.dir)) return { skip: `unsafe directory ${JSON.stringify(volume.dir)}` };
+  const files = new Map<string, Uint8Array>();
+  const refused: string[] = [];
+  for (const source of volume.sources) {
+    const found = sourceFiles(source, objects);
+    if ("skip" in found) return found;
+    for (const [path, content] of found) {
+      const problem = unsafePath(path);
+      if (problem) refused.push(`file ${JSON.stringify(path)} refused: ${problem}`);
+      else files.set(path, content);
+    }
+  }
+  // A path cannot be both a file and the directory of another file.
+  for (const path of [...files.keys()]) {
+    const segments = path.split("/");
+    for (let i = 1; i < segments.length; i++) {
+      const parent = segments.slice(0, i).join("/");
+      if (files.has(parent)) {
+        files.delete(path);
+        refused.push(`file ${JSON.stringify(path)} refused: ${parent} is a file`);
+        break;
+      }
+    }
+  }
+  return { files, refused };
+}
+
+/** Every directory that holds a desired file, as relative paths. */
+function neededDirs(files: Iterable<string>): Set<string> {
+  const dirs = new Set<string>();
+  for (const path of files) {
+    const segments = path.split("/");
+    for (let i = 1; i < segments.length; i++) dirs.add(segments.slice(0, i).join("/"));
+  }
+  return dirs;
+}
+
+/**
+ * Removes what the volume must no longer hold: keys deleted from their object, leftovers of a
+ * crash mid-write, and anything not a regular file. Symlinks are removed, never followed.
+ */
+async function prune(
+  dir: string,
+  prefix: string,
+  files: Map<string, Uint8Array>,
+  dirs: Set<string>,
+): Promise<number> {
+  let removed = 0;
+  const entries: Deno.DirEntry[] = [];
+  for await (const entry of Deno.readDir(dir)) entries.push(entry);
+  for (const entry of entries) {
+    const rel = `${prefix}${entry.name}`, path = join(dir, entry.name);
+    if (entry.isDirectory) {
+      removed += await prune(path, `${rel}/`, files, dirs);
+      if (!dirs.has(rel)) {
+        await Deno.remove(path);
+        await syncDir(dir);
+      }
+    } else if (!(entry.isFile && files.has(rel))) {
+      if (await removeDurably(path) === "removed") removed++;
+    }
+  }
+  return removed;
+}
+
+async function writeVolume(
+  dir: string,
+  files: Map<string, Uint8Array>,
+  owner: FileOwner,
+  summary: VolumeWriteSummary,
+): Promise<void> {
+  // Above the volume: the agent's own root-only tree; the volume and below: the pod's user's.
+  await ensureDir(dirname(dir), DIR_MODE);
+  await ensureOwnedDir(dir, DIR_MODE, owner);
+  const dirs = neededDirs(files.keys());
+  summary.removed += await prune(dir, "", files, dirs);
+  for (const sub of [...dirs].sort()) await ensureOwnedDir(join(dir, sub), DIR_MODE, owner);
+  for (const path of [...files.keys()].sort()) {
+    const content = files.get(path) as Uint8Array;
+    const outcome = await atomicWrite(join(dir, path), content, {
+      mode: FILE_MODE,
+      uid: owner.uid,
+      gid: owner.gid,
+    });
+    if (outcome === "written") {
+      summary.written++;
+      summary.bytesWritten += content.length;
+    } else {
+      summary.unchanged++;
+    }
+  }
+}
+
+/**
+ * Brings every volume directory to what the fetched objects say: files 0600 and directories
+ * 0700 owned by `owner`, only changed files written, files no longer wanted removed. An I/O
+ * failure is thrown; the volumes before it are done, the others untouched.
+ */
+export async function writeVolumeFiles(
+  volumes: VolumeFiles[],
+  objects: ObjectData,
+  owner: FileOwner,
+): Promise<VolumeWriteSummary> {
+  for (const id of [owner.uid, owner.gid]) {
+    if (!Number.isSafeInteger(id) || id < 0) throw new RangeError(`invalid file owner id ${id}`);
+  }
+  const summary: VolumeWriteSummary = {
+    written: 0,
+    unchanged: 0,
+    removed: 0,
+    bytesWritten: 0,
+    skipped: [],
+  };
+  for (const volume of volumes) {
+    const desired = desiredFiles(volume, objects);
+    if ("skip" in desired) {
+      summary.skipped.push({ volume: volume.volume, reason: desired.skip });
+      continue;
+    }
+    for (const reason of desired.refused) summary.skipped.push({ volume: volume.volume, reason });
+    await writeVolume(volume.dir, desired.files, owner, summary);
+  }
+  return summary;
+}
+
+/**
+ * Removes what a pod's file directories (`podFileDirs`) hold beyond its current volumes: the
+ * files of a secret the pod no longer mounts must not linger until the checkpoint goes. Pass
+ * every volume of the pod, skipped ones included, so their kept files stay kept.
+ */
+export async function removeStaleVolumeDirs(
+  podDirs: string[],
+  volumes: VolumeFiles[],
+): Promise<string[]> {
+  const keep = new Set(volumes.map((v) => v.dir));
+  const leadsToKept = (path: string) => [...keep].some((dir) => dir.startsWith(`${path}/`));
+  const removed: string[] = [];
+  const sweep = async (dir: string) => {
+    const entries: Deno.DirEntry[] = [];
+    try {
+      for await (const entry of Deno.readDir(dir)) entries.push(entry);
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return;
+      throw e;
+    }
+    for (const entry of entries) {
+      const path = join(dir, entry.name);
+      if (keep.has(path)) continue;
+      if (entry.isDirectory && leadsToKept(path)) await sweep(path);
+      else if (await removeTree(path) === "removed") removed.push(path);
+    }
+  };
+  for (const dir of podDirs) await sweep(dir);
+  return removed;
+}

@@ -1,0 +1,409 @@
+/** Loading the configuration: defaults, the YAML file, flags, the environment, and bad input. */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { stringify } from "yaml";
+import { UsageError } from "../../lib/cli/errors.ts";
+import {
+  CONFIG_FLAGS,
+  configAsYamlSettings,
+  DEFAULTS,
+  loadConfig,
+  type LoadOptions,
+} from "../../lib/config/load.ts";
+import type { Config } from "../../lib/config/types.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
+
+const DEFAULT_CONFIG: Config = {
+  kubeconfig: "/etc/kubernetes/kubeconfig",
+  lockFile: "/run/lock/ckpt-agent.lock",
+  containerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
+  runtimeRequestTimeoutMs: 120_000,
+  checkpointGracePeriodMs: 60_000,
+  nodeName: "node-1",
+  kubeletUrl: "https://127.0.0.1:10250",
+  staticPodDir: "/etc/kubernetes/manifests",
+  inactiveDir: "/etc/kubernetes/inactive-manifests",
+  secretsDir: "/etc/kubernetes/checkpoint-secrets",
+  configmapsDir: "/etc/kubernetes/checkpoint-configmaps",
+  stateDir: "/var/lib/ckpt-agent",
+  pollIntervalMs: 5_000,
+  refreshIntervalMs: 60_000,
+  namespaces: [],
+  adminListen: "127.0.0.1:10280",
+  adminAllowRemote: false,
+  adminTokenFile: "/etc/ckpt-agent/admin-token",
+};
+
+/** Loads with a private environment and host name, never the machine's own config file. */
+function load(args: string[], opts: LoadOptions = {}) {
+  return loadConfig(args, {
+    env: {},
+    hostname: () => "Node-1",
+    defaultConfigFile: "/nonexistent/ckpt-agent/config.yaml",
+    ...opts,
+  });
+}
+
+/** Loads `yaml` (text or an object) as the --config file, plus extra args. */
+function loadYaml(yaml: string | Record<string, unknown>, args: string[] = []) {
+  return withTempDir(async (dir) => {
+    const file = `${dir}/config.yaml`;
+    await Deno.writeTextFile(file, typeof yaml === "string" ? yaml : stringify(yaml));
+    return await load(["--config", file, ...args]);
+  });
+}
+
+/** The one-line UsageError message a load fails with. */
+async function usageError(run: () => Promise<unknown>): Promise<string> {
+  try {
+    await run();
+  } catch (e) {
+    assert(e instanceof UsageError, `expected a UsageError, got ${e}`);
+    assert(!e.message.includes("\n"), `not one line: ${e.message}`);
+    return e.message;
+  }
+  throw new Error("expected the load to fail");
+}
+
+Deno.test("defaults, with the lowercased host name as node name", async () => {
+  const { config, extra, file } = await load([]);
+  assertEquals(config, DEFAULT_CONFIG);
+  assertEquals(extra, {});
+  assertEquals(file, undefined);
+});
+
+Deno.test("the YAML file sets every key", async () => {
+  const { config } = await loadYaml(`
+# as an operator writes it
+kubeconfig: /k/kubeconfig
+lockFile: /k/lock
+containerRuntimeEndpoint: /run/crio/crio.sock
+runtimeRequestTimeout: 30s
+checkpointGracePeriod: 0
+nodeName: cp-1
+kubeletUrl: https://10.0.0.1:10250
+kubeletReadonlyUrl: http://127.0.0.1:10255
+kubeletCaFile: /k/kubelet-ca.crt
+staticPodDir: /k/manifests
+inactiveDir: /k/inactive
+secretsDir: /k/secrets
+configmapsDir: /k/configmaps
+stateDir: /k/state
+pollInterval: 500ms
+refreshInterval: 1m30s
+namespace:
+  - kube-system
+  - kube-flannel
+  - kube-system
+adminListen: "[::1]:9000"
+adminAllowRemote: true
+adminTokenFile: /k/token
+`);
+  assertEquals(config, {
+    kubeconfig: "/k/kubeconfig",
+    lockFile: "/k/lock",
+    containerRuntimeEndpoint: "/run/crio/crio.sock",
+    runtimeRequestTimeoutMs: 30_000,
+    checkpointGracePeriodMs: 0,
+    nodeName: "cp-1",
+    kubeletUrl: "https://10.0.0.1:10250",
+    kubeletReadonlyUrl: "http://127.0.0.1:10255",
+    kubeletCaFile: "/k/kubelet-ca.crt",
+    staticPodDir: "/k/manifests",
+    inactiveDir: "/k/inactive",
+    secretsDir: "/k/secrets",
+    configmapsDir: "/k/configmaps",
+    stateDir: "/k/state",
+    pollIntervalMs: 500,
+    refreshIntervalMs: 90_000,
+    namespaces: ["kube-system", "kube-flannel"],
+    adminListen: "[::1]:9000",
+    adminAllowRemote: true,
+    adminTokenFile: "/k/token",
+  });
+});
+
+Deno.test("flags override the file; a repeated --namespace replaces the file's list", async () => {
+  const { config } = await loadYaml(
+    { pollInterval: "10s", namespace: ["a"], nodeName: "from-file", stateDir: "/from/file" },
+    ["--poll-interval", "2s", "--namespace", "b", "--namespace=c", "--admin-allow-remote"],
+  );
+  assertEquals(config.pollIntervalMs, 2_000);
+  assertEquals(config.namespaces, ["b", "c"]);
+  assertEquals(config.nodeName, "from-file");
+  assertEquals(config.stateDir, "/from/file");
+  assertEquals(config.adminAllowRemote, true);
+});
+
+Deno.test("the original checkpointer's flags keep their names", async () => {
+  const { config } = await load([
+    "--kubeconfig=/a/kubeconfig",
+    "--lock-file=/a/lock",
+    "--container-runtime-endpoint=unix:///a/cri.sock",
+    "--runtime-request-timeout=10s",
+    "--checkpoint-grace-period=30s",
+  ]);
+  assertEquals(
+    [
+      config.kubeconfig,
+      config.lockFile,
+      config.containerRuntimeEndpoint,
+      config.runtimeRequestTimeoutMs,
+      config.checkpointGracePeriodMs,
+    ],
+    ["/a/kubeconfig", "/a/lock", "unix:///a/cri.sock", 10_000, 30_000],
+  );
+});
+
+Deno.test("every bad flag value is one line naming the flag", async () => {
+  const table: [string[], string][] = [
+    [["--kubeconfig", "kubeconfig"], '--kubeconfig: "kubeconfig" is not an absolute path'],
+    [["--lock-file="], '--lock-file: must be an absolute path, not ""'],
+    [
+      ["--container-runtime-endpoint", "tcp://1.2.3.4:1"],
+      '--container-runtime-endpoint: "tcp://1.2.3.4:1" is not a unix socket (unix:///path or /path)',
+    ],
+    [["--runtime-request-timeout", "0s"], "--runtime-request-timeout: must be longer than 0"],
+    [
+      ["--runtime-request-timeout", "25h"],
+      '--runtime-request-timeout: "25h" is longer than 24h0m0s',
+    ],
+    [["--checkpoint-grace-period=-1s"], '--checkpoint-grace-period: "-1s" is negative'],
+    [
+      ["--checkpoint-grace-period", "-1s"],
+      "Option '--checkpoint-grace-period' argument is ambiguous. ",
+    ],
+    [
+      ["--checkpoint-grace-period", "60"],
+      '--checkpoint-grace-period: "60" has no unit; write e.g. "60s"',
+    ],
+    [
+      ["--poll-interval", "5 seconds"],
+      '--poll-interval: "5 seconds" is not a duration (e.g. "90s", "1m30s", "500ms")',
+    ],
+    [["--refresh-interval", "0"], "--refresh-interval: must be longer than 0"],
+    [
+      ["--node-name", "Node_1"],
+      '--node-name: "Node_1" is not a valid node name (lowercase DNS subdomain)',
+    ],
+    [["--kubelet-url", "ftp://x"], '--kubelet-url: "ftp://x" is not an http(s) URL'],
+    [
+      ["--kubelet-readonly-url", "127.0.0.1:10255"],
+      '--kubelet-readonly-url: "127.0.0.1:10255" is not an http(s) URL',
+    ],
+    [["--kubelet-ca-file", "ca.crt"], '--kubelet-ca-file: "ca.crt" is not an absolute path'],
+    [["--static-pod-dir", "./m"], '--static-pod-dir: "./m" is not an absolute path'],
+    [["--inactive-dir", "i"], '--inactive-dir: "i" is not an absolute path'],
+    [["--secrets-dir", "s"], '--secrets-dir: "s" is not an absolute path'],
+    [["--configmaps-dir", "c"], '--configmaps-dir: "c" is not an absolute path'],
+    [["--state-dir", "d"], '--state-dir: "d" is not an absolute path'],
+    [
+      ["--namespace", "kube-system", "--namespace", "Kube"],
+      '--namespace: item 1: "Kube" is not a valid namespace name',
+    ],
+    [
+      ["--admin-listen", "10280"],
+      '--admin-listen: "10280" is not one of host:port, [ipv6]:port, unix:/path or off',
+    ],
+    [["--admin-listen", ":10280"], '--admin-listen: ":10280": "" is not a host or IP address'],
+    [
+      ["--admin-listen", "[::1]:99999"],
+      '--admin-listen: "[::1]:99999": port 99999 is out of range',
+    ],
+    [
+      ["--admin-listen", "[127.0.0.1]:1"],
+      '--admin-listen: "[127.0.0.1]:1": "127.0.0.1" is not a host or IP address',
+    ],
+    [
+      ["--admin-listen", "300.0.0.1:1"],
+      '--admin-listen: "300.0.0.1:1": "300.0.0.1" is not a host or IP address',
+    ],
+    [
+      ["--admin-listen", "unix:sock"],
+      '--admin-listen: "unix:sock": the socket path must be absolute',
+    ],
+    [["--admin-token-file", "token"], '--admin-token-file: "token" is not an absolute path'],
+    [["--admin-allow-remote=yes"], "Option '--admin-allow-remote' does not take an argument"],
+    [["--poll-intervall", "5s"], "Unknown option '--poll-intervall'"],
+    [["--config", ""], "--config: must be a file path"],
+  ];
+  for (const [args, message] of table) {
+    const got = await usageError(() => load(args));
+    assert(got.startsWith(message), `${args.join(" ")}:\n got ${got}\nwant ${message}`);
+  }
+});
+
+Deno.test("every bad YAML value is one line naming the file and the key", async () => {
+  const table: [Record<string, unknown>, string][] = [
+    [{ kubeconfig: 5 }, "kubeconfig: must be an absolute path, not 5"],
+    [{ lockFile: null }, "lockFile: must be an absolute path, not nothing"],
+    [{ pollInterval: 5 }, 'pollInterval: 5 has no unit (seconds? milliseconds?); write e.g. "5s"'],
+    [
+      { refreshInterval: 1.5 },
+      'refreshInterval: 1.5 has no unit (seconds? milliseconds?); write e.g. "1.5s"',
+    ],
+    [
+      { runtimeRequestTimeout: ["1s"] },
+      'runtimeRequestTimeout: must be a duration such as "90s" or "1m30s", not a list',
+    ],
+    [
+      { checkpointGracePeriod: "1x" },
+      'checkpointGracePeriod: "1x" is not a duration (e.g. "90s", "1m30s", "500ms")',
+    ],
+    [{ nodeName: "" }, 'nodeName: must be a node name, not ""'],
+    [{ kubeletUrl: "https://" }, 'kubeletUrl: "https://" is not an http(s) URL'],
+    [{ kubeletCaFile: true }, "kubeletCaFile: must be an absolute path, not true"],
+    [
+      { namespace: "kube-system" },
+      'namespace: must be a list of namespace names, not "kube-system"',
+    ],
+    [{ namespace: ["ok", 7] }, "namespace: item 1: 7 is not a valid namespace name"],
+    [
+      { adminListen: { host: "x" } },
+      "adminListen: must be host:port, [ipv6]:port, unix:/path or off, not a mapping",
+    ],
+    [{ adminAllowRemote: "true" }, 'adminAllowRemote: must be true or false, not "true"'],
+    [{ pollIntervall: "5s" }, "pollIntervall: unknown key (did you mean pollInterval?)"],
+    [{ "lock-file": "/x" }, "lock-file: unknown key (did you mean lockFile?)"],
+    [{ nonsense: 1 }, "nonsense: unknown key"],
+  ];
+  for (const [doc, message] of table) {
+    const got = await usageError(() => loadYaml(doc));
+    assert(/^\/.*\/config\.yaml: /.test(got), got);
+    assertEquals(got.replace(/^[^:]*: /, ""), message);
+  }
+});
+
+Deno.test("a file that is not a mapping of settings", async () => {
+  assert(
+    (await usageError(() => loadYaml("- a\n- b\n"))).endsWith(
+      "must be a mapping of settings, not a list",
+    ),
+  );
+  assert((await usageError(() => loadYaml("just text\n"))).endsWith('not "just text"'));
+  assert((await usageError(() => loadYaml("a: [\n"))).includes(": not valid YAML: "));
+  assert((await usageError(() => loadYaml("a: 1\na: 2\n"))).includes(": not valid YAML: "));
+  // Empty, or only comments: no settings, all defaults.
+  assertEquals((await loadYaml("# nothing set\n")).config, DEFAULT_CONFIG);
+});
+
+Deno.test("unset optional keys in YAML leave the feature off", async () => {
+  const { config } = await loadYaml("kubeletReadonlyUrl:\nkubeletCaFile: null\n");
+  assertEquals(config, DEFAULT_CONFIG);
+});
+
+Deno.test("a missing --config file is an error, a missing default file is not", async () => {
+  await withTempDir(async (dir) => {
+    const message = await usageError(() => load(["--config", `${dir}/absent.yaml`]));
+    assert(message.startsWith(`--config: cannot read ${dir}/absent.yaml: `), message);
+
+    assertEquals(
+      (await load([], { defaultConfigFile: `${dir}/absent.yaml` })).config,
+      DEFAULT_CONFIG,
+    );
+
+    await Deno.writeTextFile(`${dir}/default.yaml`, "pollInterval: 1s\n");
+    const found = await load([], { defaultConfigFile: `${dir}/default.yaml` });
+    assertEquals(found.config.pollIntervalMs, 1_000);
+    assertEquals(found.file, `${dir}/default.yaml`);
+
+    // Present but unreadable is an error even for the default file.
+    await Deno.mkdir(`${dir}/a-directory.yaml`);
+    await usageError(() => load([], { defaultConfigFile: `${dir}/a-directory.yaml` }));
+  });
+});
+
+Deno.test("the agent's directories must be distinct", async () => {
+  assertEquals(
+    await usageError(() => load(["--inactive-dir", "/etc/kubernetes/manifests/"])),
+    "--inactive-dir: /etc/kubernetes/manifests is also staticPodDir",
+  );
+  const fromFile = await usageError(() => loadYaml({ stateDir: "/s", secretsDir: "/s" }));
+  assert(fromFile.endsWith("config.yaml: stateDir: /s is also secretsDir"), fromFile);
+  assertEquals(
+    await usageError(() => loadYaml({ secretsDir: "/s" }, ["--configmaps-dir", "/s"])),
+    "--configmaps-dir: /s is also secretsDir",
+  );
+});
+
+Deno.test("self identity and node name from the environment", async () => {
+  const env = { NODE_NAME: "cp-2", POD_NAME: "ckpt-cp-2", POD_NAMESPACE: "kube-system" };
+  const pod = await load([], { env });
+  assertEquals(pod.config.nodeName, "cp-2");
+  assertEquals(pod.config.self, {
+    nodeName: "cp-2",
+    podName: "ckpt-cp-2",
+    podNamespace: "kube-system",
+  });
+
+  // A node name given explicitly wins for the agent; self keeps NODE_NAME, as the original did.
+  const flag = await load(["--node-name", "cp-9"], { env });
+  assertEquals(flag.config.nodeName, "cp-9");
+  assertEquals(flag.config.self?.nodeName, "cp-2");
+
+  // Without NODE_NAME, self takes the node name.
+  const noNode = await load([], { env: { POD_NAME: "ckpt", POD_NAMESPACE: "ns" } });
+  assertEquals(noNode.config.self, { nodeName: "node-1", podName: "ckpt", podNamespace: "ns" });
+
+  // Both pod variables are needed; empty counts as unset.
+  for (
+    const partial of [{ POD_NAME: "ckpt" }, { POD_NAMESPACE: "ns" }, {
+      POD_NAME: "",
+      POD_NAMESPACE: "ns",
+    }]
+  ) {
+    assertEquals((await load([], { env: partial })).config.self, undefined);
+  }
+  assertEquals((await load([], { env: { NODE_NAME: "cp-3" } })).config, {
+    ...DEFAULT_CONFIG,
+    nodeName: "cp-3",
+  });
+
+  assertEquals(
+    await usageError(() => load([], { env: { NODE_NAME: "CP 3" } })),
+    'NODE_NAME: "CP 3" is not a valid node name (lowercase DNS subdomain)',
+  );
+  assertEquals(
+    await usageError(() => load([], { env: { POD_NAME: "a", POD_NAMESPACE: "Kube" } })),
+    'POD_NAMESPACE: "Kube" is not a valid namespace name',
+  );
+  assertEquals(
+    await usageError(() => load([], { hostname: () => "host_with_underscore" })),
+    '--node-name: not set, and the host name "host_with_underscore" is not a valid node name (lowercase DNS subdomain)',
+  );
+});
+
+Deno.test("a command's own flags come back as extra", async () => {
+  const { config, extra } = await load(["--once", "--output=json", "--poll-interval=1s"], {
+    extraFlags: {
+      once: { type: "boolean" },
+      output: { type: "string" },
+      "dry-run": { type: "boolean" },
+    },
+  });
+  assertEquals(extra, { once: true, output: "json", "dry-run": undefined });
+  assertEquals(config.pollIntervalMs, 1_000);
+});
+
+Deno.test("the printed configuration loads back to the same configuration", async () => {
+  const { config } = await loadYaml({
+    checkpointGracePeriod: "1.5s",
+    kubeletCaFile: "/ca.crt",
+    namespace: ["kube-system"],
+    adminListen: "unix:/run/ckpt-agent.sock",
+  });
+  assertEquals((await loadYaml(configAsYamlSettings(config))).config, config);
+  assertEquals((await loadYaml(configAsYamlSettings(DEFAULT_CONFIG))).config, DEFAULT_CONFIG);
+});
+
+Deno.test("DEFAULTS and the flags cover the same keys", () => {
+  const keys = Object.keys(configAsYamlSettings(DEFAULT_CONFIG));
+  assertEquals(keys, [
+    ...Object.keys(DEFAULTS).slice(0, 5),
+    "nodeName",
+    ...Object.keys(DEFAULTS).slice(5),
+  ]);
+  // Every YAML key has a flag (plus --config), the key in kebab case.
+  const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+  const flags = ["config", ...[...keys, "kubeletReadonlyUrl", "kubeletCaFile"].map(kebab)];
+  assertEquals(Object.keys(CONFIG_FLAGS).sort(), flags.sort());
+});

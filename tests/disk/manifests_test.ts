@@ -1,0 +1,250 @@
+/** Manifest directories on disk: what is read, what is written, and what is never touched. */
+import { deepStrictEqual as assertEquals, ok as assert, rejects, throws } from "node:assert/strict";
+import { podId } from "../../lib/core/pod.ts";
+import {
+  activateCheckpoint,
+  checkpointPaths,
+  deactivateCheckpoint,
+  type ManifestPaths,
+  readManifestDir,
+  removeCheckpoint,
+  renderManifest,
+  writeInactiveManifest,
+} from "../../lib/disk/manifests.ts";
+import { checkpoint, pod } from "../helpers/pods.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
+
+/** A static pod as kubeadm writes it: YAML over many lines, no checkpoint annotation. */
+const KUBEADM_ETCD = `apiVersion: v1
+kind: Pod
+metadata:
+  annotations:
+    kubeadm.kubernetes.io/etcd.advertise-client-urls: https://10.0.0.10:2379
+  creationTimestamp: null
+  labels:
+    component: etcd
+    tier: control-plane
+  name: etcd
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - etcd
+    - --data-dir=/var/lib/etcd
+    image: registry.k8s.io/etcd:3.5.15-0
+    name: etcd
+  hostNetwork: true
+status: {}
+`;
+
+function pathsIn(dir: string): ManifestPaths {
+  return {
+    staticPodDir: `${dir}/manifests`,
+    inactiveDir: `${dir}/inactive`,
+    secretsDir: `${dir}/secrets`,
+    configmapsDir: `${dir}/configmaps`,
+  };
+}
+
+/** Every file under `dir` with its text, sorted, to prove that something was left alone. */
+async function snapshotFiles(dir: string): Promise<Map<string, string>> {
+  const files = new Map<string, string>();
+  const entries: Deno.DirEntry[] = [];
+  for await (const entry of Deno.readDir(dir)) entries.push(entry);
+  entries.sort((a, b) => a.name < b.name ? -1 : 1);
+  for (const entry of entries) {
+    const path = `${dir}/${entry.name}`;
+    if (entry.isDirectory) {
+      for (const [p, c] of await snapshotFiles(path)) files.set(p, c);
+    } else if (entry.isFile) {
+      files.set(path, await Deno.readTextFile(path));
+    }
+  }
+  return files;
+}
+
+async function mode(path: string): Promise<number> {
+  return ((await Deno.stat(path)).mode ?? 0) & 0o7777;
+}
+
+Deno.test("reads every non-dot file as the kubelet does: JSON, YAML, foreign, garbage", async () => {
+  await withTempDir(async (dir) => {
+    const ours = checkpoint("kube-system/kube-apiserver");
+    await Deno.writeTextFile(`${dir}/kube-system-kube-apiserver.json`, renderManifest(ours));
+    await Deno.writeTextFile(`${dir}/etcd.yaml`, KUBEADM_ETCD);
+    // Named like ours, but the pod inside has another id: foreign.
+    await Deno.writeTextFile(`${dir}/kube-system-other.json`, JSON.stringify(pod("kube-system/x")));
+    // No extension, JSON inside: the kubelet loads it, so do we.
+    await Deno.writeTextFile(`${dir}/scheduler`, JSON.stringify(checkpoint("kube-system/sched")));
+    await Deno.symlink(`${dir}/etcd.yaml`, `${dir}/etcd-link.yaml`);
+    // Ignored: dot-files (our temp files among them) and directories.
+    await Deno.writeTextFile(`${dir}/.hidden.json`, JSON.stringify(pod("a/hidden")));
+    await Deno.writeTextFile(`${dir}/.a-b.json.ckpt-tmp-1`, JSON.stringify(pod("a/b")));
+    await Deno.mkdir(`${dir}/subdir`);
+    await Deno.writeTextFile(`${dir}/subdir/a-c.json`, JSON.stringify(pod("a/c")));
+    // Problems, reported by file.
+    await Deno.writeTextFile(`${dir}/README`, "Static pods live here.\n");
+    await Deno.writeTextFile(`${dir}/broken.json`, '{"metadata": ');
+    await Deno.writeTextFile(`${dir}/nameless.yaml`, "kind: Pod\nmetadata:\n  namespace: a\n");
+    await Deno.writeTextFile(`${dir}/two.yaml`, `${KUBEADM_ETCD}---\n${KUBEADM_ETCD}`);
+    await Deno.writeFile(`${dir}/binary`, new Uint8Array([0xff, 0xfe, 0x00, 0x80]));
+    await Deno.writeFile(`${dir}/huge.json`, new Uint8Array(1024 * 1024 + 1));
+    const before = await snapshotFiles(dir);
+
+    const read = await readManifestDir(dir);
+    assertEquals(
+      read.manifests.map((m) => [m.file.slice(dir.length + 1), podId(m.pod), m.ours]),
+      [
+        ["etcd-link.yaml", "kube-system/etcd", false],
+        ["etcd.yaml", "kube-system/etcd", false],
+        ["kube-system-kube-apiserver.json", "kube-system/kube-apiserver", true],
+        ["kube-system-other.json", "kube-system/x", false],
+        ["scheduler", "kube-system/sched", false],
+      ],
+    );
+    assertEquals(read.pods, read.manifests.map((m) => m.pod));
+    assertEquals(read.manifests[2].pod, ours);
+    assertEquals(read.manifests[1].pod.metadata.labels, {
+      component: "etcd",
+      tier: "control-plane",
+    });
+    assertEquals(
+      read.problems.map((p) => [p.file.slice(dir.length + 1), p.problem.replace(/:.*/s, "")]),
+      [
+        ["README", "not a pod"],
+        ["binary", "not JSON or YAML"],
+        ["broken.json", "not JSON or YAML"],
+        ["huge.json", "larger than 1048576 bytes; not read"],
+        ["nameless.yaml", "not a pod"],
+        ["two.yaml", "not JSON or YAML"],
+      ],
+    );
+    assertEquals(read.problems[0].problem, "not a pod: document: expected object, received string");
+    assertEquals(read.problems[4].problem, "not a pod: metadata.name: missing (string)");
+    for (const { problem } of read.problems) assert(!problem.includes("\n"), problem);
+    assertEquals(await snapshotFiles(dir), before);
+  });
+});
+
+Deno.test("a missing directory is empty", async () => {
+  await withTempDir(async (dir) => {
+    assertEquals(await readManifestDir(`${dir}/absent`), { pods: [], manifests: [], problems: [] });
+  });
+});
+
+Deno.test("write, activate, deactivate: outcomes, modes, and only-if-different", async () => {
+  await withTempDir(async (dir) => {
+    const paths = pathsIn(dir);
+    const id = "kube-system/kube-apiserver";
+    const p = checkpointPaths(paths, id);
+    assertEquals(p, {
+      inactiveManifest: `${dir}/inactive/kube-system-kube-apiserver.json`,
+      activeManifest: `${dir}/manifests/kube-system-kube-apiserver.json`,
+      secretsDir: `${dir}/secrets/kube-system/kube-apiserver`,
+      configmapsDir: `${dir}/configmaps/kube-system/kube-apiserver`,
+    });
+    assertEquals(await activateCheckpoint(paths, id), "no-inactive-manifest");
+
+    const manifest = checkpoint(id);
+    assertEquals(await writeInactiveManifest(paths, manifest), "written");
+    assertEquals(
+      await Deno.readTextFile(p.inactiveManifest),
+      `${JSON.stringify(manifest, null, 2)}\n`,
+    );
+    assertEquals(await mode(p.inactiveManifest), 0o600);
+    assertEquals(await mode(paths.inactiveDir), 0o700);
+    assertEquals(await writeInactiveManifest(paths, manifest), "unchanged");
+
+    assertEquals(await activateCheckpoint(paths, id), "written");
+    assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(manifest));
+    assertEquals(await mode(p.activeManifest), 0o600);
+    assertEquals(await activateCheckpoint(paths, id), "unchanged");
+
+    // A changed parent: the inactive manifest changes, the active one follows on activation.
+    const changed = { ...manifest, spec: { containers: [{ name: "main", image: "new" }] } };
+    assertEquals(await writeInactiveManifest(paths, changed), "written");
+    assertEquals(await activateCheckpoint(paths, id), "written");
+    assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(changed));
+
+    assertEquals(await deactivateCheckpoint(paths, id), "removed");
+    assertEquals(await deactivateCheckpoint(paths, id), "absent");
+    assertEquals(await Deno.readTextFile(p.inactiveManifest), renderManifest(changed));
+    // No temp file left behind in either directory.
+    assertEquals([...(await snapshotFiles(dir)).keys()], [p.inactiveManifest]);
+  });
+});
+
+Deno.test("an existing static-pod directory keeps its mode", async () => {
+  await withTempDir(async (dir) => {
+    const paths = pathsIn(dir);
+    await Deno.mkdir(paths.staticPodDir, { mode: 0o755 });
+    await Deno.chmod(paths.staticPodDir, 0o755);
+    await writeInactiveManifest(paths, checkpoint("a/b"));
+    assertEquals(await activateCheckpoint(paths, "a/b"), "written");
+    assertEquals(await mode(paths.staticPodDir), 0o755);
+  });
+});
+
+Deno.test("remove deletes the pod's files, then the inactive manifest, the active one last", async () => {
+  await withTempDir(async (dir) => {
+    const paths = pathsIn(dir);
+    const id = "kube-system/kube-apiserver";
+    const p = checkpointPaths(paths, id);
+    await writeInactiveManifest(paths, checkpoint(id));
+    await activateCheckpoint(paths, id);
+    await Deno.mkdir(`${p.secretsDir}/tls`, { recursive: true });
+    await Deno.writeTextFile(`${p.secretsDir}/tls/tls.key`, "key");
+    await Deno.mkdir(p.configmapsDir, { recursive: true });
+    // Neighbours that must survive: another pod's files, foreign manifests.
+    await writeInactiveManifest(paths, checkpoint("kube-system/kube-apiserver-2"));
+    await Deno.mkdir(`${paths.secretsDir}/kube-system/kube-apiserver-2`);
+    await Deno.writeTextFile(`${paths.staticPodDir}/kube-apiserver.yaml`, KUBEADM_ETCD);
+    await Deno.writeTextFile(`${paths.staticPodDir}/kube-system-kube-apiserver.yaml`, "x");
+    const untouched = [...(await snapshotFiles(dir))].filter(([f]) =>
+      ![p.inactiveManifest, p.activeManifest].includes(f) && !f.startsWith(p.secretsDir)
+    );
+
+    assertEquals(await removeCheckpoint(paths, id), [
+      p.secretsDir,
+      p.configmapsDir,
+      p.inactiveManifest,
+      p.activeManifest,
+    ]);
+    assertEquals([...await snapshotFiles(dir)], untouched);
+    assert((await Deno.stat(`${paths.secretsDir}/kube-system/kube-apiserver-2`)).isDirectory);
+    assertEquals(await removeCheckpoint(paths, id), []);
+  });
+});
+
+Deno.test("a failed step of a removal leaves the active manifest in place", async () => {
+  await withTempDir(async (dir) => {
+    const paths = pathsIn(dir);
+    const id = "a/b";
+    const p = checkpointPaths(paths, id);
+    await writeInactiveManifest(paths, checkpoint(id));
+    await activateCheckpoint(paths, id);
+    // The inactive manifest cannot be deleted: something made it a non-empty directory.
+    await Deno.remove(p.inactiveManifest);
+    await Deno.mkdir(`${p.inactiveManifest}/x`, { recursive: true });
+    await rejects(removeCheckpoint(paths, id));
+    assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(checkpoint(id)));
+  });
+});
+
+Deno.test("ids that are not safe file names are refused before any path is built", () => {
+  const paths = pathsIn("/nonexistent");
+  for (const id of ["a/b/c", "../x", "a/..", "Kube/x", "a/", "/b", "a/b c"]) {
+    throws(() => checkpointPaths(paths, id), /not a valid checkpoint id/, id);
+  }
+});
+
+Deno.test("writes refuse a pod with an unsafe id", async () => {
+  await withTempDir(async (dir) => {
+    await rejects(
+      writeInactiveManifest(pathsIn(dir), pod("a/../../etc")),
+      /not a valid checkpoint id/,
+    );
+    await rejects(removeCheckpoint(pathsIn(dir), "a/.."), /not a valid checkpoint id/);
+    assertEquals([...await snapshotFiles(dir)], []);
+  });
+});
