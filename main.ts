@@ -4,16 +4,19 @@
  */
 import { CommandError } from "./lib/cli/errors.ts";
 import { planCommand } from "./lib/commands/plan.ts";
+import { verifyCommand } from "./lib/commands/verify.ts";
 
 const USAGE = `usage: ckpt-agent <command> [flags]
 
 commands:
-  plan --snapshot FILE|-   print the plan of one pass over a recorded snapshot`;
+  plan --snapshot FILE|-   print the plan of one pass over a recorded snapshot
+  verify [--state-dir DIR] [--json]   check every stored record; exit 1 if any is unsound`;
 
 type Command = (args: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, Command> = {
   plan: planCommand,
+  verify: verifyCommand,
 };
 
 export async function main(args: string[]): Promise<number> {

@@ -1,0 +1,89 @@
+/**
+ * Reading a store directory without changing it: every entry that is not a dot-file must be a
+ * valid record whose file name matches its key. Used by the stores when they load and by
+ * `ckpt-agent verify`, which must never move or delete anything.
+ */
+import type { z } from "zod";
+import { join } from "node:path";
+import { decodeRecord, RecordError, type RecordKind } from "./envelope.ts";
+
+/** What a store needs to know to read and name one kind of record. */
+export interface RecordType<T> {
+  kind: RecordKind;
+  /** Its directory under the state directory. */
+  dir: string;
+  schema: z.ZodType<T>;
+  /** The file name of a key; throws InvalidIdError for a key that cannot be stored. */
+  fileNameOf(key: string): string;
+  /** The key a file name stands for, or undefined when the name is not one we write. */
+  keyOfFileName(fileName: string): string | undefined;
+  /** The key a record says it belongs to. */
+  keyOfRecord(record: T): string;
+}
+
+export type RecordEntry<T> =
+  & { name: string; path: string; mode: number | null }
+  & ({ key: string; record: T; error?: undefined } | { error: RecordError });
+
+/** Reads and verifies one record file already found under `name` in its directory. */
+export async function readRecordFile<T>(
+  type: RecordType<T>,
+  path: string,
+  name: string,
+): Promise<{ key: string; record: T }> {
+  const key = type.keyOfFileName(name);
+  if (key === undefined) {
+    throw new RecordError(path, "bad-name", `not a ${type.kind} record file name`);
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = await Deno.readFile(path);
+  } catch (e) {
+    throw new RecordError(path, "unreadable", `cannot read: ${(e as Error).message}`);
+  }
+  const record = decodeRecord(path, bytes, type.kind, type.schema);
+  const claimed = type.keyOfRecord(record);
+  if (claimed !== key) {
+    throw new RecordError(
+      path,
+      "misplaced",
+      `holds the record of ${JSON.stringify(claimed)}, not of ${JSON.stringify(key)}`,
+    );
+  }
+  return { key, record };
+}
+
+/** Every entry of a store directory but dot-files (ours are temp files), sorted by name. */
+export async function readRecordDir<T>(
+  type: RecordType<T>,
+  dir: string,
+): Promise<RecordEntry<T>[]> {
+  const entries: Deno.DirEntry[] = [];
+  try {
+    for await (const entry of Deno.readDir(dir)) {
+      if (!entry.name.startsWith(".")) entries.push(entry);
+    }
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return [];
+    throw e;
+  }
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const out: RecordEntry<T>[] = [];
+  for (const entry of entries) {
+    const path = join(dir, entry.name);
+    const info = await Deno.lstat(path).catch(() => undefined);
+    const mode = info?.mode === null || info === undefined ? null : info.mode & 0o7777;
+    if (!entry.isFile) {
+      const error = new RecordError(path, "not-a-file", "not a regular file");
+      out.push({ name: entry.name, path, mode, error });
+      continue;
+    }
+    try {
+      out.push({ name: entry.name, path, mode, ...await readRecordFile(type, path, entry.name) });
+    } catch (e) {
+      if (!(e instanceof RecordError)) throw e;
+      out.push({ name: entry.name, path, mode, error: e });
+    }
+  }
+  return out;
+}
