@@ -7,6 +7,7 @@
 import { parseFlags } from "../cli/args.ts";
 import { EXIT_FAILURE, EXIT_OK, UsageError } from "../cli/errors.ts";
 import { DEFAULT_STATE_DIR, RECORD_FILE_MODE, STORE_DIR_MODE } from "../store/layout.ts";
+import { mapConcurrent } from "../store/map_concurrent.ts";
 import { readRecordDir, type RecordType } from "../store/record_files.ts";
 import { SANDBOX_RECORDS } from "../store/sandbox_checkpoint.ts";
 import { STATUS_RECORDS } from "../store/status_record.ts";
@@ -43,9 +44,10 @@ function modeFinding(file: string, mode: number | null, expected: number): Findi
     : [{ file, problem: `mode ${octal(mode)}, expected ${octal(expected)}` }];
 }
 
-async function dirMode(dir: string): Promise<number | null | undefined> {
+/** Permission bits; undefined when the path is gone. */
+async function modeOf(path: string): Promise<number | null | undefined> {
   try {
-    const info = await Deno.stat(dir);
+    const info = await Deno.stat(path);
     return info.mode === null ? null : info.mode & 0o7777;
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return undefined;
@@ -53,22 +55,30 @@ async function dirMode(dir: string): Promise<number | null | undefined> {
   }
 }
 
+const STATS_IN_FLIGHT = 32;
+
 /** Every record of one store verifies, sits under its own name, and is private. */
 function recordCheck<T>(name: string, type: RecordType<T>): Check {
   return {
     name,
     async run({ stateDir }) {
       const dir = join(stateDir, type.dir);
-      const mode = await dirMode(dir);
+      const mode = await modeOf(dir);
       // A store that was never opened is empty, not broken.
       if (mode === undefined) return { checked: 0, findings: [] };
-      const findings = modeFinding(dir, mode, STORE_DIR_MODE);
       const entries = await readRecordDir(type, dir);
-      for (const entry of entries) {
-        if (entry.error) findings.push({ file: entry.path, problem: entry.error.problem });
-        else findings.push(...modeFinding(entry.path, entry.mode, RECORD_FILE_MODE));
-      }
-      return { checked: entries.length, findings };
+      const perEntry = await mapConcurrent(
+        entries,
+        STATS_IN_FLIGHT,
+        async (entry) =>
+          entry.error
+            ? [{ file: entry.path, problem: entry.error.problem }]
+            : modeFinding(entry.path, await modeOf(entry.path) ?? null, RECORD_FILE_MODE),
+      );
+      return {
+        checked: entries.length,
+        findings: [...modeFinding(dir, mode, STORE_DIR_MODE), ...perEntry.flat()],
+      };
     },
   };
 }
@@ -89,7 +99,7 @@ export async function runChecks(
   checks: readonly Check[] = CHECKS,
 ): Promise<VerifyReport> {
   const report: VerifyReport = { stateDir: context.stateDir, checked: 0, findings: [] };
-  if (await dirMode(context.stateDir) === undefined) {
+  if (await modeOf(context.stateDir) === undefined) {
     // Most likely a mistyped --state-dir: saying "all sound" would mislead.
     report.findings.push({ file: context.stateDir, problem: "no such directory" });
     return report;

@@ -6,6 +6,7 @@
 import type { z } from "zod";
 import { join } from "node:path";
 import { decodeRecord, RecordError, type RecordKind } from "./envelope.ts";
+import { mapConcurrent } from "./map_concurrent.ts";
 
 /** What a store needs to know to read and name one kind of record. */
 export interface RecordType<T> {
@@ -22,8 +23,11 @@ export interface RecordType<T> {
 }
 
 export type RecordEntry<T> =
-  & { name: string; path: string; mode: number | null }
+  & { name: string; path: string }
   & ({ key: string; record: T; error?: undefined } | { error: RecordError });
+
+/** Files read at once: enough to hide the latency of each read, few enough to be polite. */
+const READS_IN_FLIGHT = 32;
 
 /** Reads and verifies one record file already found under `name` in its directory. */
 export async function readRecordFile<T>(
@@ -53,6 +57,27 @@ export async function readRecordFile<T>(
   return { key, record };
 }
 
+async function readEntry<T>(
+  type: RecordType<T>,
+  dir: string,
+  entry: Deno.DirEntry,
+): Promise<RecordEntry<T>> {
+  const path = join(dir, entry.name);
+  if (!entry.isFile) {
+    return {
+      name: entry.name,
+      path,
+      error: new RecordError(path, "not-a-file", "not a regular file"),
+    };
+  }
+  try {
+    return { name: entry.name, path, ...await readRecordFile(type, path, entry.name) };
+  } catch (e) {
+    if (!(e instanceof RecordError)) throw e;
+    return { name: entry.name, path, error: e };
+  }
+}
+
 /** Every entry of a store directory but dot-files (ours are temp files), sorted by name. */
 export async function readRecordDir<T>(
   type: RecordType<T>,
@@ -68,22 +93,5 @@ export async function readRecordDir<T>(
     throw e;
   }
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const out: RecordEntry<T>[] = [];
-  for (const entry of entries) {
-    const path = join(dir, entry.name);
-    const info = await Deno.lstat(path).catch(() => undefined);
-    const mode = info?.mode === null || info === undefined ? null : info.mode & 0o7777;
-    if (!entry.isFile) {
-      const error = new RecordError(path, "not-a-file", "not a regular file");
-      out.push({ name: entry.name, path, mode, error });
-      continue;
-    }
-    try {
-      out.push({ name: entry.name, path, mode, ...await readRecordFile(type, path, entry.name) });
-    } catch (e) {
-      if (!(e instanceof RecordError)) throw e;
-      out.push({ name: entry.name, path, mode, error: e });
-    }
-  }
-  return out;
+  return await mapConcurrent(entries, READS_IN_FLIGHT, (entry) => readEntry(type, dir, entry));
 }
