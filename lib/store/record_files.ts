@@ -4,7 +4,7 @@
  * `ckpt-agent verify`, which must never move or delete anything.
  */
 import type { z } from "zod";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { decodeRecord, RecordError, type RecordKind } from "./envelope.ts";
 import { mapConcurrent } from "./map_concurrent.ts";
 
@@ -29,13 +29,12 @@ export type RecordEntry<T> =
 /** Files read at once: enough to hide the latency of each read, few enough to be polite. */
 const READS_IN_FLIGHT = 32;
 
-/** Reads and verifies one record file already found under `name` in its directory. */
+/** Reads and verifies one record file; a RecordError says what is wrong with it. */
 export async function readRecordFile<T>(
   type: RecordType<T>,
   path: string,
-  name: string,
 ): Promise<{ key: string; record: T }> {
-  const key = type.keyOfFileName(name);
+  const key = type.keyOfFileName(basename(path));
   if (key === undefined) {
     throw new RecordError(path, "bad-name", `not a ${type.kind} record file name`);
   }
@@ -71,7 +70,7 @@ async function readEntry<T>(
     };
   }
   try {
-    return { name: entry.name, path, ...await readRecordFile(type, path, entry.name) };
+    return { name: entry.name, path, ...await readRecordFile(type, path) };
   } catch (e) {
     if (!(e instanceof RecordError)) throw e;
     return { name: entry.name, path, error: e };

@@ -115,9 +115,9 @@ export class RecordStore<M, T> {
     this.#swept = swept;
   }
 
-  /** A copy of the record of `key`. */
+  /** A copy of the record of `key`; InvalidIdError for a key that could not be stored. */
   get(key: string): M | undefined {
-    this.#pathOf(key);
+    this.codec.type.fileNameOf(key);
     const value = this.#values.get(key);
     return value === undefined ? undefined : structuredClone(value);
   }

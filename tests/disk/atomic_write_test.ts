@@ -26,6 +26,10 @@ async function names(dir: string): Promise<string[]> {
   return out.sort();
 }
 
+/** chown to arbitrary ids needs root; the tests run as root, elsewhere these are skipped. */
+const asRoot = (name: string, fn: () => Promise<void>) =>
+  Deno.test({ name, ignore: Deno.uid() !== 0, fn });
+
 async function modeOf(path: string): Promise<number> {
   return (await Deno.stat(path)).mode! & 0o7777;
 }
@@ -106,8 +110,7 @@ Deno.test("a symlink at the target is replaced by a file, its destination left a
   });
 });
 
-Deno.test("owner is set when asked, and a different owner or group means a rewrite", async () => {
-  if (Deno.uid() !== 0) return; // chown to arbitrary ids needs root; the tests run as root.
+asRoot("owner is set when asked, and a different owner or group means a rewrite", async () => {
   await withDir(async (dir) => {
     const path = join(dir, "owned");
     assertEquals(await atomicWrite(path, "x", { mode: 0o600, uid: 1234, gid: 5678 }), "written");
@@ -121,8 +124,7 @@ Deno.test("owner is set when asked, and a different owner or group means a rewri
   });
 });
 
-Deno.test("an owner without a group uses the owner id for both, and is then unchanged", async () => {
-  if (Deno.uid() !== 0) return;
+asRoot("an owner without a group uses the owner id for both, and is then unchanged", async () => {
   await withDir(async (dir) => {
     const path = join(dir, "owned");
     await atomicWrite(path, "x", { mode: 0o600, uid: 4321 });
@@ -132,8 +134,7 @@ Deno.test("an owner without a group uses the owner id for both, and is then unch
   });
 });
 
-Deno.test("the final mode survives a chown, even with set-id bits", async () => {
-  if (Deno.uid() !== 0) return;
+asRoot("the final mode survives a chown, even with set-id bits", async () => {
   await withDir(async (dir) => {
     const path = join(dir, "tool");
     await atomicWrite(path, "x", { mode: 0o6750, uid: 1234, gid: 5678 });
