@@ -5,18 +5,21 @@
 import { CommandError } from "./lib/cli/errors.ts";
 import { configCommand } from "./lib/commands/config.ts";
 import { planCommand } from "./lib/commands/plan.ts";
+import { verifyCommand } from "./lib/commands/verify.ts";
 
 const USAGE = `usage: ckpt-agent <command> [flags]
 
 commands:
   plan --snapshot FILE|-   print the plan of one pass over a recorded snapshot
-  config [--config FILE]   check the configuration and print the effective one as YAML`;
+  config [--config FILE]   check the configuration and print the effective one as YAML
+  verify [--state-dir DIR] [--json]   check every stored record; exit 1 if any is unsound`;
 
 type Command = (args: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, Command> = {
   plan: planCommand,
   config: configCommand,
+  verify: verifyCommand,
 };
 
 export async function main(args: string[]): Promise<number> {

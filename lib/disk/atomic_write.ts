@@ -15,14 +15,42 @@ export type WriteOutcome = "written" | "unchanged";
 export interface WriteOptions {
   /** Final permission bits, e.g. 0o600. Applied exactly, whatever the umask. */
   mode: number;
-  /** Owner to set; both or neither. */
+  /** Owner to set; a uid without a gid sets the group to the same number. */
   uid?: number;
   gid?: number;
 }
 
-function tempPathFor(path: string): string {
-  const suffix = crypto.getRandomValues(new Uint32Array(2)).join("");
-  return join(dirname(path), `.${basename(path)}${TEMP_MARKER}${suffix}`);
+function groupOf(opts: WriteOptions): number | undefined {
+  return opts.uid === undefined ? undefined : opts.gid ?? opts.uid;
+}
+
+/** Linux refuses longer file names (NAME_MAX), counted in bytes. */
+const NAME_MAX_BYTES = 255;
+
+/** The longest prefix of `text` that fits in `maxBytes` of UTF-8, cut between characters. */
+function truncateUtf8(text: string, maxBytes: number): string {
+  const encoder = new TextEncoder();
+  if (encoder.encode(text).length <= maxBytes) return text;
+  let out = "", bytes = 0;
+  for (const char of text) {
+    bytes += encoder.encode(char).length;
+    if (bytes > maxBytes) break;
+    out += char;
+  }
+  return out;
+}
+
+/**
+ * A fresh temp path next to `path`: `.<name>.ckpt-tmp-<random>`. The name part is shortened when
+ * needed so that a target with the longest allowed name still gets a valid temp name; the sweep
+ * only looks at the leading dot and the marker, so the shortened form is still swept.
+ */
+export function tempPathFor(path: string): string {
+  const random = Array.from(crypto.getRandomValues(new Uint8Array(8)))
+    .map((b) => b.toString(16).padStart(2, "0")).join("");
+  const suffix = `${TEMP_MARKER}${random}`;
+  const name = truncateUtf8(basename(path), NAME_MAX_BYTES - 1 - suffix.length);
+  return join(dirname(path), `.${name}${suffix}`);
 }
 
 function bytesOf(data: Uint8Array | string): Uint8Array {
@@ -40,7 +68,9 @@ async function isCurrent(path: string, data: Uint8Array, opts: WriteOptions): Pr
     const info = await Deno.lstat(path);
     if (!info.isFile || info.size !== data.length) return false;
     if (info.mode === null || (info.mode & 0o7777) !== opts.mode) return false;
-    if (opts.uid !== undefined && (info.uid !== opts.uid || info.gid !== opts.gid)) return false;
+    if (opts.uid !== undefined && (info.uid !== opts.uid || info.gid !== groupOf(opts))) {
+      return false;
+    }
     return equalBytes(await Deno.readFile(path), data);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return false;
@@ -71,10 +101,12 @@ export async function atomicWrite(
   let renamed = false;
   try {
     try {
-      await Deno.chmod(temp, opts.mode);
       let written = 0;
       while (written < bytes.length) written += await file.write(bytes.subarray(written));
-      if (opts.uid !== undefined) await Deno.chown(temp, opts.uid, opts.gid ?? opts.uid);
+      if (opts.uid !== undefined) await Deno.chown(temp, opts.uid, groupOf(opts)!);
+      // After the chown, which clears set-id bits, and exactly: the create mode went through the
+      // umask.
+      await Deno.chmod(temp, opts.mode);
       await file.sync();
     } finally {
       file.close();
@@ -100,20 +132,28 @@ export async function removeDurably(path: string): Promise<"removed" | "absent">
   return "removed";
 }
 
-/** Removes leftover temp files of ours (from a crash mid-write) in one directory. */
+function isOurTempFile(entry: Deno.DirEntry): boolean {
+  return entry.isFile && entry.name.startsWith(".") && entry.name.includes(TEMP_MARKER);
+}
+
+/**
+ * Removes leftover temp files of ours (from a crash mid-write) in one directory, then fsyncs the
+ * directory: a predecessor killed between its rename and its directory fsync left a rename that
+ * is visible but not yet durable, and a later "unchanged" write would never sync it.
+ */
 export async function sweepTempFiles(dir: string): Promise<string[]> {
   const swept: string[] = [];
   try {
-    for await (const entry of Deno.readDir(dir)) {
-      if (entry.isFile && entry.name.startsWith(".") && entry.name.includes(TEMP_MARKER)) {
-        await Deno.remove(join(dir, entry.name)).catch((e) => {
-          if (!(e instanceof Deno.errors.NotFound)) throw e;
-        });
-        swept.push(entry.name);
-      }
-    }
+    for await (const entry of Deno.readDir(dir)) if (isOurTempFile(entry)) swept.push(entry.name);
   } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
+    if (e instanceof Deno.errors.NotFound) return [];
+    throw e;
   }
+  for (const name of swept) {
+    await Deno.remove(join(dir, name)).catch((e) => {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    });
+  }
+  await syncDir(dir);
   return swept;
 }

@@ -1,0 +1,60 @@
+/** The store's directories: created root-only, and durably (the parent is fsynced after). */
+import { basename, dirname, join } from "node:path";
+import { syncDir } from "../disk/atomic_write.ts";
+import { formatInstant, type Instant } from "../core/time.ts";
+import { QUARANTINE_DIR, STORE_DIR_MODE } from "./layout.ts";
+
+async function mkdirDurably(path: string): Promise<void> {
+  try {
+    await Deno.mkdir(path, { mode: STORE_DIR_MODE });
+  } catch (e) {
+    if (e instanceof Deno.errors.AlreadyExists) return;
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+    await mkdirDurably(dirname(path));
+    return await mkdirDurably(path);
+  }
+  await syncDir(dirname(path));
+}
+
+/**
+ * Makes `stateDir/sub` exist with mode 0700. The state directory itself is created when missing
+ * but its mode is left alone: an operator may have chosen it.
+ */
+export async function ensureStoreDir(stateDir: string, sub: string): Promise<string> {
+  const dir = join(stateDir, sub);
+  await mkdirDurably(dir);
+  await Deno.chmod(dir, STORE_DIR_MODE);
+  return dir;
+}
+
+/**
+ * Moves a bad record out of its store into `quarantine/<store>/<name>.<timestamp>` (with `.N`
+ * appended should that exist), so nothing is lost and the store can serve the rest.
+ */
+export async function quarantine(
+  stateDir: string,
+  storeDir: string,
+  path: string,
+  now: Instant,
+): Promise<string> {
+  const root = await ensureStoreDir(stateDir, QUARANTINE_DIR);
+  const dir = await ensureStoreDir(root, basename(storeDir));
+  const base = join(dir, `${basename(path)}.${formatInstant(now)}`);
+  let target = base;
+  // One process owns the state directory (the lock file), so nothing races this probe.
+  for (let n = 1; await exists(target); n++) target = `${base}.${n}`;
+  await Deno.rename(path, target);
+  await syncDir(dir);
+  await syncDir(dirname(path));
+  return target;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * Reading a store directory without changing it: every entry that is not a dot-file must be a
+ * valid record whose file name matches its key. Used by the stores when they load and by
+ * `ckpt-agent verify`, which must never move or delete anything.
+ */
+import type { z } from "zod";
+import { basename, join } from "node:path";
+import { decodeRecord, RecordError, type RecordKind } from "./envelope.ts";
+import { mapConcurrent } from "./map_concurrent.ts";
+
+/** What a store needs to know to read and name one kind of record. */
+export interface RecordType<T> {
+  kind: RecordKind;
+  /** Its directory under the state directory. */
+  dir: string;
+  schema: z.ZodType<T>;
+  /** The file name of a key; throws InvalidIdError for a key that cannot be stored. */
+  fileNameOf(key: string): string;
+  /** The key a file name stands for, or undefined when the name is not one we write. */
+  keyOfFileName(fileName: string): string | undefined;
+  /** The key a record says it belongs to. */
+  keyOfRecord(record: T): string;
+}
+
+export type RecordEntry<T> =
+  & { name: string; path: string }
+  & ({ key: string; record: T; error?: undefined } | { error: RecordError });
+
+/** Files read at once: enough to hide the latency of each read, few enough to be polite. */
+const READS_IN_FLIGHT = 32;
+
+/** Reads and verifies one record file; a RecordError says what is wrong with it. */
+export async function readRecordFile<T>(
+  type: RecordType<T>,
+  path: string,
+): Promise<{ key: string; record: T }> {
+  const key = type.keyOfFileName(basename(path));
+  if (key === undefined) {
+    throw new RecordError(path, "bad-name", `not a ${type.kind} record file name`);
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = await Deno.readFile(path);
+  } catch (e) {
+    throw new RecordError(path, "unreadable", `cannot read: ${(e as Error).message}`);
+  }
+  const record = decodeRecord(path, bytes, type.kind, type.schema);
+  const claimed = type.keyOfRecord(record);
+  if (claimed !== key) {
+    throw new RecordError(
+      path,
+      "misplaced",
+      `holds the record of ${JSON.stringify(claimed)}, not of ${JSON.stringify(key)}`,
+    );
+  }
+  return { key, record };
+}
+
+async function readEntry<T>(
+  type: RecordType<T>,
+  dir: string,
+  entry: Deno.DirEntry,
+): Promise<RecordEntry<T>> {
+  const path = join(dir, entry.name);
+  if (!entry.isFile) {
+    return {
+      name: entry.name,
+      path,
+      error: new RecordError(path, "not-a-file", "not a regular file"),
+    };
+  }
+  try {
+    return { name: entry.name, path, ...await readRecordFile(type, path) };
+  } catch (e) {
+    if (!(e instanceof RecordError)) throw e;
+    return { name: entry.name, path, error: e };
+  }
+}
+
+/** Every entry of a store directory but dot-files (ours are temp files), sorted by name. */
+export async function readRecordDir<T>(
+  type: RecordType<T>,
+  dir: string,
+): Promise<RecordEntry<T>[]> {
+  const entries: Deno.DirEntry[] = [];
+  try {
+    for await (const entry of Deno.readDir(dir)) {
+      if (!entry.name.startsWith(".")) entries.push(entry);
+    }
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return [];
+    throw e;
+  }
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return await mapConcurrent(entries, READS_IN_FLIGHT, (entry) => readEntry(type, dir, entry));
+}

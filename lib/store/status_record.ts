@@ -1,0 +1,104 @@
+/**
+ * One checkpoint's status record (after seeds/status.go.txt): its state and grace deadline, when
+ * it was created, last activated and last deactivated, and the reason and message of its last
+ * transition. Timestamps are RFC 3339 strings. The lifecycle phase is derived from the timestamps
+ * on every read and never stored; `removing` lives in memory only.
+ */
+import { z } from "zod";
+import { isGraceState, STATE_NAMES, type StateName } from "../core/state.ts";
+import { parseInstant } from "../core/time.ts";
+import { parseValidId } from "../core/ids.ts";
+import { STATUS_DIR, statusFileName, statusIdOfFileName } from "./layout.ts";
+import type { RecordType } from "./record_files.ts";
+import type { StoreCodec } from "./record_store.ts";
+
+/** Every state but `remove`: a removed checkpoint has no record. */
+export const STATUS_STATES = STATE_NAMES.filter((s) => s !== "remove") as Exclude<
+  StateName,
+  "remove"
+>[];
+export type StatusState = typeof STATUS_STATES[number];
+
+const Timestamp = z.string().refine((text) => parseInstant(text) !== undefined, {
+  error: (issue) => `not an RFC 3339 timestamp: ${JSON.stringify(issue.input)}`,
+});
+
+export const StoredStatusSchema = z.object({
+  id: z.string().refine((id) => parseValidId(id) !== undefined, {
+    error: "not namespace/name with Kubernetes-valid names",
+  }),
+  state: z.enum(STATUS_STATES),
+  graceEnd: Timestamp.optional(),
+  createdAt: Timestamp,
+  lastActivatedAt: Timestamp.optional(),
+  lastDeactivatedAt: Timestamp.optional(),
+  reason: z.string(),
+  message: z.string(),
+}).strict().superRefine((record, ctx) => {
+  const grace = isGraceState(record.state);
+  if (grace && record.graceEnd === undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["graceEnd"],
+      message: `required for state ${record.state}`,
+    });
+  }
+  if (!grace && record.graceEnd !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["graceEnd"],
+      message: `only inactive-grace and active-grace have a deadline, not ${record.state}`,
+    });
+  }
+});
+
+/** Exactly what is written to disk. */
+export type StoredStatus = z.infer<typeof StoredStatusSchema>;
+
+/** What the store keeps: the stored fields plus those that are never written. */
+export interface StatusRecord extends StoredStatus {
+  /** Set while the checkpoint is being removed (the seed's `Removing`); never written. */
+  removing?: boolean;
+}
+
+export type Phase = "created" | "activated" | "deactivated";
+
+/** What `get` and `list` return: a copy, with the phase derived from its timestamps. */
+export interface StatusView extends StatusRecord {
+  readonly phase: Phase;
+}
+
+/**
+ * Like the seed's State(): deactivated when the last deactivation is later than the last
+ * activation (or there was no activation), activated when it was ever activated, else created.
+ */
+export function phaseOf(record: StoredStatus): Phase {
+  const activated = record.lastActivatedAt === undefined
+    ? undefined
+    : parseInstant(record.lastActivatedAt)!;
+  const deactivated = record.lastDeactivatedAt === undefined
+    ? undefined
+    : parseInstant(record.lastDeactivatedAt)!;
+  if (deactivated !== undefined && (activated === undefined || deactivated > activated)) {
+    return "deactivated";
+  }
+  return activated !== undefined ? "activated" : "created";
+}
+
+export const STATUS_RECORDS: RecordType<StoredStatus> = {
+  kind: "status",
+  dir: STATUS_DIR,
+  schema: StoredStatusSchema,
+  fileNameOf: statusFileName,
+  keyOfFileName: statusIdOfFileName,
+  keyOfRecord: (record) => record.id,
+};
+
+export const STATUS_CODEC: StoreCodec<StatusRecord, StoredStatus> = {
+  type: STATUS_RECORDS,
+  toStored: (value) => {
+    const { removing: _removing, phase: _phase, ...stored } = value as Partial<StatusView>;
+    return stored;
+  },
+  toMemory: (stored, from) => (from?.removing ? { ...stored, removing: true } : { ...stored }),
+};

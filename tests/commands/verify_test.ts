@@ -1,0 +1,151 @@
+/** `ckpt-agent verify` as a subprocess: findings per file, exit codes, and never a change. */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { join } from "node:path";
+import { runChecks } from "../../lib/commands/verify.ts";
+import { SandboxStore } from "../../lib/store/sandbox_store.ts";
+import { StatusStore } from "../../lib/store/status_store.ts";
+import { runCli } from "../helpers/cli.ts";
+import {
+  corruptSandboxFiles,
+  corruptStatusFiles,
+  plant,
+  sandboxCheckpoint,
+  statusRecord,
+  withStateDir,
+} from "../store/records.ts";
+
+async function populate(stateDir: string): Promise<void> {
+  const statuses = await StatusStore.open(stateDir);
+  await statuses.update("kube-system/etcd", () => statusRecord("kube-system/etcd"));
+  await statuses.update(
+    "kube-system/kube-apiserver",
+    () =>
+      statusRecord("kube-system/kube-apiserver", {
+        state: "active-grace",
+        graceEnd: "2026-01-01T00:01:00Z",
+      }),
+  );
+  const sandboxes = await SandboxStore.open(stateDir);
+  await sandboxes.create("abc123", sandboxCheckpoint());
+}
+
+/** Every path under `dir` with its mode and content, to prove nothing changed. */
+async function tree(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    const path = join(dir, entry.name);
+    const info = await Deno.lstat(path);
+    if (entry.isDirectory) out.push(`${path}/ ${info.mode}`, ...await tree(path));
+    else out.push(`${path} ${info.mode} ${await Deno.readTextFile(path).catch(() => "?")}`);
+  }
+  return out.sort();
+}
+
+Deno.test("verify: a sound state directory exits 0", async () => {
+  await withStateDir(async (stateDir) => {
+    await populate(stateDir);
+    const r = await runCli(["verify", "--state-dir", stateDir]);
+    assertEquals([r.code, r.stderr], [0, ""]);
+    assertEquals(r.stdout, `ok: 3 files checked under ${stateDir}, all sound\n`);
+  });
+});
+
+Deno.test("verify: stores never opened are empty, not broken", async () => {
+  await withStateDir(async (stateDir) => {
+    const r = await runCli(["verify", "--state-dir", stateDir, "--json"]);
+    assertEquals(r.code, 0);
+    assertEquals(JSON.parse(r.stdout), { stateDir, checked: 0, findings: [], sound: true });
+  });
+});
+
+Deno.test("verify: every corrupt record is named, exit 1, nothing moved, the agent serves the rest", async () => {
+  await withStateDir(async (stateDir) => {
+    await populate(stateDir);
+    const statusFiles = corruptStatusFiles(), sandboxFiles = corruptSandboxFiles();
+    await plant(join(stateDir, "status"), statusFiles);
+    await plant(join(stateDir, "sandboxes"), sandboxFiles);
+    const before = await tree(stateDir);
+
+    const r = await runCli(["verify", "--state-dir", stateDir]);
+    assertEquals(r.code, 1, r.stdout + r.stderr);
+    const lines = r.stdout.trimEnd().split("\n");
+    const expected = [
+      ...statusFiles.map((f) => join(stateDir, "status", f.name)),
+      ...sandboxFiles.map((f) => join(stateDir, "sandboxes", f.name)),
+    ];
+    for (const file of expected) {
+      assertEquals(lines.filter((l) => l.startsWith(`${file}: `)).length, 1, file);
+    }
+    assertEquals(lines.length, expected.length + 1);
+    assertEquals(
+      lines.at(-1),
+      `${expected.length} problems in ${expected.length + 3} files checked under ${stateDir}`,
+    );
+    assertEquals(await tree(stateDir), before, "verify is read-only");
+
+    // The agent opening the same directory keeps every valid record and quarantines the rest.
+    const statuses = await StatusStore.open(stateDir);
+    assertEquals(statuses.list().map((s) => s.id), [
+      "kube-system/etcd",
+      "kube-system/kube-apiserver",
+    ]);
+    assertEquals(statuses.problems.length, statusFiles.length);
+    assertEquals((await SandboxStore.open(stateDir)).list(), ["abc123"]);
+    const after = await runCli(["verify", "--state-dir", stateDir]);
+    assertEquals(after.code, 0, after.stdout);
+  });
+});
+
+Deno.test("verify --json: findings as {file, problem}, one per bad file", async () => {
+  await withStateDir(async (stateDir) => {
+    await populate(stateDir);
+    await plant(join(stateDir, "status"), [
+      { name: "ns_torn.json", code: "bad-json", content: '{"version": "v1", "ki' },
+    ]);
+    const r = await runCli(["verify", "--json", "--state-dir", stateDir]);
+    assertEquals(r.code, 1);
+    const report = JSON.parse(r.stdout);
+    assertEquals(report.sound, false);
+    assertEquals(report.checked, 4);
+    assertEquals(report.findings.length, 1);
+    assertEquals(report.findings[0].file, join(stateDir, "status", "ns_torn.json"));
+    assert(/^not JSON: /.test(report.findings[0].problem), report.findings[0].problem);
+  });
+});
+
+Deno.test("verify reports records and store directories that are not private", async () => {
+  await withStateDir(async (stateDir) => {
+    await populate(stateDir);
+    await Deno.chmod(join(stateDir, "status", "kube-system_etcd.json"), 0o644);
+    await Deno.chmod(join(stateDir, "sandboxes"), 0o755);
+    const report = await runChecks({ stateDir });
+    assertEquals(report.findings, [
+      {
+        file: join(stateDir, "status", "kube-system_etcd.json"),
+        problem: "mode 0644, expected 0600",
+      },
+      { file: join(stateDir, "sandboxes"), problem: "mode 0755, expected 0700" },
+    ]);
+  });
+});
+
+Deno.test("verify: a missing state directory is a finding, not an all-clear", async () => {
+  await withStateDir(async (root) => {
+    const missing = join(root, "typo");
+    const r = await runCli(["verify", "--state-dir", missing]);
+    assertEquals(r.code, 1);
+    assertEquals(
+      r.stdout,
+      `${missing}: no such directory\n1 problem in 0 files checked under ${missing}\n`,
+    );
+  });
+});
+
+Deno.test("verify: bad flags exit 2", async () => {
+  for (const args of [["--bogus"], ["--state-dir"], ["--state-dir", ""], ["--json=yes"]]) {
+    const r = await runCli(["verify", ...args]);
+    assertEquals(r.code, 2, args.join(" "));
+    assert(r.stderr.startsWith("ckpt-agent verify: "), r.stderr);
+    assertEquals(r.stdout, "");
+  }
+});

@@ -1,0 +1,225 @@
+/** The one write path: atomic replacement, exact modes and owners, skip when unchanged, sweeps. */
+import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
+import { umask } from "node:process";
+import { basename, dirname, join } from "node:path";
+import {
+  atomicWrite,
+  removeDurably,
+  sweepTempFiles,
+  syncDir,
+  TEMP_MARKER,
+  tempPathFor,
+} from "../../lib/disk/atomic_write.ts";
+
+async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir();
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function names(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(dir)) out.push(entry.name);
+  return out.sort();
+}
+
+/** chown to arbitrary ids needs root; the tests run as root, elsewhere these are skipped. */
+const asRoot = (name: string, fn: () => Promise<void>) =>
+  Deno.test({ name, ignore: Deno.uid() !== 0, fn });
+
+async function modeOf(path: string): Promise<number> {
+  return (await Deno.stat(path)).mode! & 0o7777;
+}
+
+Deno.test("a new file gets its content and exactly the requested mode, whatever the umask", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.json");
+    const old = umask(0o077);
+    try {
+      assertEquals(await atomicWrite(path, "hello", { mode: 0o644 }), "written");
+    } finally {
+      umask(old);
+    }
+    assertEquals(await Deno.readTextFile(path), "hello");
+    assertEquals(await modeOf(path), 0o644);
+    assertEquals(await names(dir), ["a.json"]);
+  });
+});
+
+Deno.test("bytes and strings are both accepted, including empty content", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "b");
+    assertEquals(await atomicWrite(path, new Uint8Array([0, 1, 255]), { mode: 0o600 }), "written");
+    assertEquals(await Deno.readFile(path), new Uint8Array([0, 1, 255]));
+    assertEquals(await atomicWrite(path, "", { mode: 0o600 }), "written");
+    assertEquals(await Deno.readFile(path), new Uint8Array());
+  });
+});
+
+Deno.test("identical content, mode and owner: unchanged, and the file is not replaced", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.json");
+    await atomicWrite(path, "same", { mode: 0o600 });
+    const before = await Deno.stat(path);
+    assertEquals(await atomicWrite(path, "same", { mode: 0o600 }), "unchanged");
+    assertEquals(
+      await atomicWrite(path, new TextEncoder().encode("same"), { mode: 0o600 }),
+      "unchanged",
+    );
+    assertEquals((await Deno.stat(path)).ino, before.ino);
+  });
+});
+
+Deno.test("a different content, length or mode replaces the file", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.json");
+    await atomicWrite(path, "abc", { mode: 0o600 });
+    const first = (await Deno.stat(path)).ino;
+    assertEquals(await atomicWrite(path, "abd", { mode: 0o600 }), "written");
+    assertEquals(await Deno.readTextFile(path), "abd");
+    assertEquals(await atomicWrite(path, "abdx", { mode: 0o600 }), "written");
+    assertEquals(await atomicWrite(path, "abdx", { mode: 0o640 }), "written");
+    assertEquals(await modeOf(path), 0o640);
+    assert((await Deno.stat(path)).ino !== first, "replaced by rename, not rewritten in place");
+  });
+});
+
+Deno.test("a file someone widened is rewritten with its mode restored", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "secret");
+    await atomicWrite(path, "s3cr3t", { mode: 0o600 });
+    await Deno.chmod(path, 0o644);
+    assertEquals(await atomicWrite(path, "s3cr3t", { mode: 0o600 }), "written");
+    assertEquals(await modeOf(path), 0o600);
+  });
+});
+
+Deno.test("a symlink at the target is replaced by a file, its destination left alone", async () => {
+  await withDir(async (dir) => {
+    const elsewhere = join(dir, "elsewhere");
+    await Deno.writeTextFile(elsewhere, "same");
+    await Deno.chmod(elsewhere, 0o600);
+    const path = join(dir, "link");
+    await Deno.symlink(elsewhere, path);
+    assertEquals(await atomicWrite(path, "same", { mode: 0o600 }), "written");
+    assert((await Deno.lstat(path)).isFile);
+    assertEquals(await Deno.readTextFile(elsewhere), "same");
+  });
+});
+
+asRoot("owner is set when asked, and a different owner or group means a rewrite", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "owned");
+    assertEquals(await atomicWrite(path, "x", { mode: 0o600, uid: 1234, gid: 5678 }), "written");
+    const info = await Deno.stat(path);
+    assertEquals([info.uid, info.gid], [1234, 5678]);
+    assertEquals(await atomicWrite(path, "x", { mode: 0o600, uid: 1234, gid: 5678 }), "unchanged");
+    assertEquals(await atomicWrite(path, "x", { mode: 0o600, uid: 1234, gid: 1 }), "written");
+    assertEquals((await Deno.stat(path)).gid, 1);
+    // Owner not asked for: the content and mode decide.
+    assertEquals(await atomicWrite(path, "x", { mode: 0o600 }), "unchanged");
+  });
+});
+
+asRoot("an owner without a group uses the owner id for both, and is then unchanged", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "owned");
+    await atomicWrite(path, "x", { mode: 0o600, uid: 4321 });
+    const info = await Deno.stat(path);
+    assertEquals([info.uid, info.gid], [4321, 4321]);
+    assertEquals(await atomicWrite(path, "x", { mode: 0o600, uid: 4321 }), "unchanged");
+  });
+});
+
+asRoot("the final mode survives a chown, even with set-id bits", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "tool");
+    await atomicWrite(path, "x", { mode: 0o6750, uid: 1234, gid: 5678 });
+    assertEquals(await modeOf(path), 0o6750);
+  });
+});
+
+Deno.test("a failed rename leaves the target as it was and no temp file behind", async () => {
+  await withDir(async (dir) => {
+    // Renaming a file over a non-empty directory fails after the temp file is written.
+    const path = join(dir, "target");
+    await Deno.mkdir(path);
+    await Deno.writeTextFile(join(path, "inside"), "keep");
+    await rejects(atomicWrite(path, "new", { mode: 0o600 }));
+    assertEquals(await names(dir), ["target"]);
+    assertEquals(await Deno.readTextFile(join(path, "inside")), "keep");
+  });
+});
+
+Deno.test("a missing directory is an error, not a created path", async () => {
+  await withDir(async (dir) => {
+    await rejects(
+      atomicWrite(join(dir, "missing", "a"), "x", { mode: 0o600 }),
+      Deno.errors.NotFound,
+    );
+    assertEquals(await names(dir), []);
+  });
+});
+
+Deno.test("temp paths: same directory, leading dot, our marker, unique, at most 255 bytes", () => {
+  const path = "/var/lib/ckpt-agent/status/kube-system_kube-apiserver.json";
+  const a = tempPathFor(path), b = tempPathFor(path);
+  assert(a !== b);
+  for (const temp of [a, b]) {
+    assertEquals(dirname(temp), dirname(path));
+    assert(basename(temp).startsWith(".kube-system_kube-apiserver.json"));
+    assert(basename(temp).includes(TEMP_MARKER));
+  }
+  const longName = "é".repeat(127) + "x"; // 255 bytes, the longest name Linux allows
+  const temp = basename(tempPathFor(join("/d", longName)));
+  assert(new TextEncoder().encode(temp).length <= 255, temp);
+  assert(temp.startsWith(".é") && temp.includes(TEMP_MARKER));
+  assert(!temp.includes("\ufffd"), "truncated on a character boundary");
+});
+
+Deno.test("a file with the longest allowed name can be written", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "n".repeat(255));
+    assertEquals(await atomicWrite(path, "x", { mode: 0o600 }), "written");
+    assertEquals(await Deno.readTextFile(path), "x");
+    assertEquals(await names(dir), ["n".repeat(255)]);
+  });
+});
+
+Deno.test("sweep removes only our temp files and reports their names", async () => {
+  await withDir(async (dir) => {
+    const ours = [basename(tempPathFor(join(dir, "a.json"))), `.b.json${TEMP_MARKER}x`];
+    const theirs = [".hidden", `b.json${TEMP_MARKER}1`, "a.json"];
+    for (const name of [...ours, ...theirs]) await Deno.writeTextFile(join(dir, name), "x");
+    await Deno.mkdir(join(dir, `.dir${TEMP_MARKER}1`));
+    assertEquals((await sweepTempFiles(dir)).sort(), ours.sort());
+    assertEquals(await names(dir), [...theirs, `.dir${TEMP_MARKER}1`].sort());
+    assertEquals(await sweepTempFiles(dir), []);
+  });
+});
+
+Deno.test("sweeping a missing directory finds nothing", async () => {
+  await withDir(async (dir) => {
+    assertEquals(await sweepTempFiles(join(dir, "missing")), []);
+  });
+});
+
+Deno.test("removeDurably: removed, then absent", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "gone");
+    await Deno.writeTextFile(path, "x");
+    assertEquals(await removeDurably(path), "removed");
+    assertEquals(await removeDurably(path), "absent");
+    assertEquals(await names(dir), []);
+  });
+});
+
+Deno.test("syncDir works on a directory and fails on a missing one", async () => {
+  await withDir(async (dir) => {
+    await syncDir(dir);
+    await rejects(syncDir(join(dir, "missing")), Deno.errors.NotFound);
+  });
+});
