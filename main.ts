@@ -6,10 +6,16 @@ import { CommandError } from "./lib/cli/errors.ts";
 import { configCommand } from "./lib/commands/config.ts";
 import { planCommand } from "./lib/commands/plan.ts";
 import { verifyCommand } from "./lib/commands/verify.ts";
+import { runCommand } from "./lib/commands/run.ts";
+import { snapshotCommand } from "./lib/commands/snapshot.ts";
 
-const USAGE = `usage: ckpt-agent <command> [flags]
+const USAGE = `usage: ckpt-agent [command] [flags]
 
 commands:
+  run [flags]              the daemon: a pass every poll interval (the default command)
+  --once [--dry-run] [--output text|json]
+                           one pass, for runbooks (exit 0 complete, 1 degraded, 2 config, 3 locked)
+  snapshot [flags]         print the live observations as a plan snapshot
   plan --snapshot FILE|-   print the plan of one pass over a recorded snapshot
   config [--config FILE]   check the configuration and print the effective one as YAML
   verify [--state-dir DIR] [--json]   check every stored record; exit 1 if any is unsound`;
@@ -17,20 +23,29 @@ commands:
 type Command = (args: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, Command> = {
+  run: runCommand,
+  snapshot: snapshotCommand,
   plan: planCommand,
   config: configCommand,
   verify: verifyCommand,
 };
 
+function isHelp(arg: string): boolean {
+  return arg === "help" || arg === "--help" || arg === "-h";
+}
+
 export async function main(args: string[]): Promise<number> {
-  const [name, ...rest] = args;
-  if (name === "help" || name === "--help" || name === "-h") {
+  // Without a command, or with flags first (`ckpt-agent --once`), it is the daemon's command.
+  const [name, ...rest] = args.length === 0 || args[0].startsWith("-") && !isHelp(args[0])
+    ? ["run", ...args]
+    : args;
+  if (isHelp(name)) {
     console.log(USAGE);
     return 0;
   }
-  const command = name === undefined ? undefined : COMMANDS[name];
+  const command = COMMANDS[name];
   if (!command) {
-    console.error(`ckpt-agent: unknown command ${JSON.stringify(name ?? "")}\n${USAGE}`);
+    console.error(`ckpt-agent: unknown command ${JSON.stringify(name)}\n${USAGE}`);
     return 2;
   }
   try {

@@ -5,7 +5,7 @@
  * on every read and never stored; `removing` lives in memory only.
  */
 import { z } from "zod";
-import { isGraceState, STATE_NAMES, type StateName } from "../core/state.ts";
+import { type CheckpointState, isGraceState, STATE_NAMES, type StateName } from "../core/state.ts";
 import { parseInstant } from "../core/time.ts";
 import { parseValidId } from "../core/ids.ts";
 import { STATUS_DIR, statusFileName, statusIdOfFileName } from "./layout.ts";
@@ -102,3 +102,10 @@ export const STATUS_CODEC: StoreCodec<StatusRecord, StoredStatus> = {
   },
   toMemory: (stored, from) => (from?.removing ? { ...stored, removing: true } : { ...stored }),
 };
+
+/** The planner's view of a record: its state, with the deadline as an instant. */
+export function stateOfRecord(record: StoredStatus): CheckpointState {
+  return isGraceState(record.state)
+    ? { name: record.state, graceEnd: parseInstant(record.graceEnd!)! }
+    : { name: record.state };
+}

@@ -2,11 +2,14 @@
  * The status store: one record per checkpoint id under `<state dir>/status/`, so that a
  * restarted agent keeps its states and grace deadlines (DESIGN §3).
  */
+import { join } from "node:path";
 import type { WriteOutcome } from "../disk/atomic_write.ts";
+import { readRecordDir } from "./record_files.ts";
 import { RecordStore, type StoreOptions, type StoreProblem } from "./record_store.ts";
 import {
   phaseOf,
   STATUS_CODEC,
+  STATUS_RECORDS,
   type StatusRecord,
   type StatusView,
   type StoredStatus,
@@ -65,4 +68,14 @@ export class StatusStore {
   load(): Promise<void> {
     return this.records.load();
   }
+}
+
+/**
+ * The sound records of a state directory, read without opening the store: nothing is swept,
+ * created or quarantined. For passes that must not write (dry run, snapshot); a bad record is
+ * left for `verify` to report and for the daemon's store to quarantine.
+ */
+export async function readStatusRecords(stateDir: string): Promise<StoredStatus[]> {
+  const entries = await readRecordDir(STATUS_RECORDS, join(stateDir, STATUS_RECORDS.dir));
+  return entries.flatMap((entry) => entry.error ? [] : [entry.record]);
 }

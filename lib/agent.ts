@@ -1,0 +1,485 @@
+/**
+ * One reconcile pass over the real node: observe → plan → apply → persist.
+ *
+ * - observe: ask the API server, the kubelet and the runtime, and read both manifest dirs and the
+ *   status store, building exactly the snapshot `ckpt-agent plan` reads;
+ * - plan: the pure planner (lib/core/pass.ts);
+ * - apply: write checkpoints of the parents seen, then stop, start and remove (DESIGN §2.4 step 5),
+ *   converging every tracked checkpoint to its action;
+ * - persist: one status record per tracked checkpoint, and the sandboxes of active checkpoints.
+ *
+ * Every byte the agent writes is written by a function this file calls directly.
+ */
+import type { Config } from "./config/types.ts";
+import { parseValidId } from "./core/ids.ts";
+import { type PassInput, type PassResult, runPass, type StateChange } from "./core/pass.ts";
+import type { Pod } from "./core/pod.ts";
+import { explainChange } from "./core/reasons.ts";
+import { fileOwner, podFileDirs, sanitizeCheckpoint } from "./core/sanitize.ts";
+import { type PlanDocument, planDocument } from "./core/snapshot.ts";
+import { type Action, actionOf, type CheckpointState } from "./core/state.ts";
+import { type Clock, formatInstant, type Instant, NANOS_PER_MILLI } from "./core/time.ts";
+import {
+  activateCheckpoint,
+  deactivateCheckpoint,
+  type ManifestPaths,
+  readManifestDir,
+  removeCheckpoint,
+  writeInactiveManifest,
+} from "./disk/manifests.ts";
+import {
+  type ObjectData,
+  objectKey,
+  removeStaleVolumeDirs,
+  writeVolumeFiles,
+} from "./disk/pod_files.ts";
+import type { Logger } from "./log.ts";
+import type { ApiServerClient } from "./sources/apiserver.ts";
+import type { RunningPod, RuntimeClient } from "./sources/cri.ts";
+import type { KubeletClient } from "./sources/kubelet.ts";
+import { isConfigurationFailure, type SourceFailure, type SourceResult } from "./sources/types.ts";
+import { SANDBOX_CHECKPOINT_VERSION } from "./store/sandbox_checkpoint.ts";
+import type { SandboxStore } from "./store/sandbox_store.ts";
+import { stateOfRecord, type StatusRecord, type StoredStatus } from "./store/status_record.ts";
+import { readStatusRecords, type StatusStore } from "./store/status_store.ts";
+
+export interface NodeSources {
+  apiServer: ApiServerClient;
+  kubelet: KubeletClient;
+  runtime: RuntimeClient;
+}
+
+export interface AgentStores {
+  status: StatusStore;
+  sandboxes: SandboxStore;
+}
+
+/** Where the previous pass's states come from: the open store, or a read-only look at it. */
+export type TrackedStateReader = () => Promise<Map<string, CheckpointState>>;
+
+function trackedStates(records: StoredStatus[]): Map<string, CheckpointState> {
+  return new Map(records.map((r) => [r.id, stateOfRecord(r)]));
+}
+
+export function trackedFromStore(store: StatusStore): TrackedStateReader {
+  return () => Promise.resolve(trackedStates(store.list()));
+}
+
+/** For passes that write nothing: the store's directory is read, never opened. */
+export function trackedFromDisk(stateDir: string): TrackedStateReader {
+  return async () => trackedStates(await readStatusRecords(stateDir));
+}
+
+export interface AgentOptions {
+  config: Config;
+  sources: NodeSources;
+  clock: Clock;
+  log: Logger;
+}
+
+export interface Observation {
+  input: PassInput;
+  failures: SourceFailure[];
+  running: RunningPod[];
+  /** Manifest files that are not pods: reported, never touched. */
+  manifestProblems: { file: string; problem: string }[];
+}
+
+export interface AppliedAction {
+  op: "checkpoint" | "files" | "start" | "stop" | "remove" | "sandbox-record" | "sandbox-forget";
+  id: string;
+  detail?: string;
+}
+
+export interface PassError {
+  op: string;
+  id?: string;
+  message: string;
+}
+
+export interface PassReport {
+  startedAt: string;
+  durationMs: number;
+  /** A complete pass: every source answered and every write succeeded. */
+  complete: boolean;
+  failures: SourceFailure[];
+  plan: PlanDocument;
+  changes: { id: string; from: string; to: string; reason: string; message: string }[];
+  applied: AppliedAction[];
+  errors: PassError[];
+  bytesWritten: number;
+}
+
+function millis(ms: number): bigint {
+  return BigInt(Math.round(ms)) * NANOS_PER_MILLI;
+}
+
+function inNamespaces(config: Config) {
+  const allowed = new Set(config.namespaces);
+  return (pod: Pod) => allowed.size === 0 || allowed.has(pod.metadata.namespace);
+}
+
+function runningAsPod(r: RunningPod): Pod {
+  return { metadata: { namespace: r.namespace, name: r.name, uid: r.uid } };
+}
+
+function valueOr<T>(result: SourceResult<T>, failures: SourceFailure[]): T | undefined {
+  if (result.ok) return result.value;
+  failures.push(result.failure);
+  return undefined;
+}
+
+/** The kubelet runs a static pod `<name>` as `<name>-<nodeName>`. */
+function staticPodName(id: string, nodeName: string): string {
+  return `${id.split("/")[1]}-${nodeName}`;
+}
+
+/** What each tracked checkpoint must look like on disk after this pass. */
+export function desiredActions(result: PassResult): Map<string, Action> {
+  const desired = new Map<string, Action>();
+  for (const [id, state] of result.tracked) desired.set(id, actionOf(state));
+  // A self cascade reports checkpoints stopped while their states stay as they were.
+  for (const id of result.stops) desired.set(id, "stop");
+  for (const id of result.starts) desired.set(id, "start");
+  for (const id of result.removes) desired.set(id, "remove");
+  return desired;
+}
+
+/** The status record of a checkpoint after this pass; pure, so it can be tested by table. */
+export function nextStatusRecord(
+  current: StatusRecord | undefined,
+  id: string,
+  state: CheckpointState,
+  change: StateChange | undefined,
+  now: Instant,
+): StatusRecord {
+  const at = formatInstant(now);
+  const explained = change
+    ? explainChange(change)
+    : { reason: current?.reason ?? "Discovered", message: current?.message ?? "tracked" };
+  const before = change
+    ? actionOf(change.from)
+    : current
+    ? actionOf(stateOfRecord(current))
+    : "none";
+  const after = actionOf(state);
+  const record: StatusRecord = {
+    id,
+    state: state.name as StatusRecord["state"],
+    createdAt: current?.createdAt ?? at,
+    reason: explained.reason,
+    message: explained.message,
+  };
+  if ("graceEnd" in state) record.graceEnd = formatInstant(state.graceEnd);
+  const activated = after === "start" && before !== "start" ? at : current?.lastActivatedAt;
+  const deactivated = after === "stop" && before === "start" ? at : current?.lastDeactivatedAt;
+  if (activated) record.lastActivatedAt = activated;
+  if (deactivated) record.lastDeactivatedAt = deactivated;
+  return record;
+}
+
+function recordMatches(record: StatusRecord | undefined, state: CheckpointState): boolean {
+  if (!record) return false;
+  return record.state === state.name &&
+    record.graceEnd === ("graceEnd" in state ? formatInstant(state.graceEnd) : undefined);
+}
+
+export class Agent {
+  readonly #opts: AgentOptions;
+  readonly #paths: ManifestPaths;
+  /** Per parent: when its secrets and configmaps were last stored. */
+  readonly #refreshedAt = new Map<string, Instant>();
+
+  constructor(opts: AgentOptions) {
+    this.#opts = opts;
+    const c = opts.config;
+    this.#paths = {
+      staticPodDir: c.staticPodDir,
+      inactiveDir: c.inactiveDir,
+      secretsDir: c.secretsDir,
+      configmapsDir: c.configmapsDir,
+    };
+  }
+
+  /** Asks every source at once; a failed source is flagged in the snapshot, never faked. */
+  async observe(readTracked: TrackedStateReader): Promise<Observation> {
+    const { config, sources, clock } = this.#opts;
+    const now = clock.now();
+    const [api, kubelet, runtime, active, inactive, tracked] = await Promise.all([
+      sources.apiServer.listNodePods(config.nodeName),
+      sources.kubelet.listPods(),
+      sources.runtime.listRunningPods(),
+      readManifestDir(config.staticPodDir),
+      readManifestDir(config.inactiveDir),
+      readTracked(),
+    ]);
+    const failures: SourceFailure[] = [];
+    const keep = inNamespaces(config);
+    const apiPods = valueOr(api, failures);
+    const kubeletPods = valueOr(kubelet, failures);
+    const running = valueOr(runtime, failures);
+    return {
+      input: {
+        now,
+        gracePeriod: millis(config.checkpointGracePeriodMs),
+        self: config.self,
+        observations: {
+          apiAvailable: apiPods !== undefined,
+          kubeletAvailable: kubeletPods !== undefined,
+          runtimeAvailable: running !== undefined,
+          apiParents: (apiPods ?? []).filter(keep),
+          localParents: (kubeletPods ?? []).filter(keep),
+          localRunning: (running ?? []).map(runningAsPod),
+          activeCheckpoints: active.pods,
+          inactiveCheckpoints: inactive.pods,
+        },
+        tracked,
+      },
+      failures,
+      running: running ?? [],
+      manifestProblems: [...active.problems, ...inactive.problems],
+    };
+  }
+
+  /** A full pass. With `stores` undefined (dry run) nothing is written. */
+  async pass(
+    stores: AgentStores | undefined,
+    readTracked: TrackedStateReader,
+  ): Promise<PassReport> {
+    const { clock, log } = this.#opts;
+    const started = clock.now();
+    const obs = await this.observe(readTracked);
+    const apiAvailable = obs.input.observations.apiAvailable;
+    for (const failure of obs.failures) this.#logFailure(failure, apiAvailable);
+    for (const p of obs.manifestProblems) log.warn("manifest is not a pod; left alone", p);
+
+    const result = runPass(obs.input);
+    const report: PassReport = {
+      startedAt: formatInstant(started),
+      durationMs: 0,
+      complete: obs.failures.length === 0,
+      failures: obs.failures,
+      plan: planDocument(result),
+      changes: result.changes.map((change) => ({
+        id: change.id,
+        from: change.from.name,
+        to: change.to.name,
+        ...explainChange(change),
+      })),
+      applied: [],
+      errors: [],
+      bytesWritten: 0,
+    };
+    for (const change of report.changes) log.info("state change", change);
+
+    if (stores) {
+      await this.#checkpointParents(result, obs, report);
+      await this.#applyActions(result, report);
+      await this.#persistStatus(stores.status, result, obs.input.now, report);
+      if (obs.input.observations.runtimeAvailable) {
+        await this.#recordSandboxes(stores.sandboxes, result, obs.running, report);
+      }
+    }
+    if (report.errors.length > 0) report.complete = false;
+    report.durationMs = Number(clock.now() - started) / 1e6;
+    return report;
+  }
+
+  #logFailure(failure: SourceFailure, apiAvailable: boolean) {
+    const fields = { source: failure.source, kind: failure.kind, error: failure.message };
+    // The kubelet authorizes through the API server: refusals during an outage are the outage.
+    const outage = failure.source === "kubelet" && !apiAvailable;
+    if (isConfigurationFailure(failure) && !outage) {
+      this.#opts.log.error("credentials refused: check the kubeconfig and RBAC", fields);
+    } else {
+      this.#opts.log.warn("source unavailable this pass", fields);
+    }
+  }
+
+  async #attempt(report: PassReport, op: string, id: string, work: () => Promise<void>) {
+    try {
+      await work();
+    } catch (e) {
+      const error: PassError = { op, id, message: (e as Error).message };
+      report.errors.push(error);
+      this.#opts.log.error("write failed", { ...error });
+    }
+  }
+
+  /** DESIGN §2.5: the sanitized manifest of every tracked parent, then its secrets and configmaps. */
+  async #checkpointParents(result: PassResult, obs: Observation, report: PassReport) {
+    const { config } = this.#opts;
+    const now = obs.input.now;
+    const apiAvailable = obs.input.observations.apiAvailable;
+    for (const [id, parent] of result.parents) {
+      if (!result.tracked.has(id) || !parseValidId(id)) continue;
+      await this.#attempt(report, "checkpoint", id, async () => {
+        const owner = fileOwner(parent);
+        if ("error" in owner) throw new Error(`cannot store files for this pod: ${owner.error}`);
+        const sanitized = sanitizeCheckpoint(parent, {
+          secretsDir: config.secretsDir,
+          configMapsDir: config.configmapsDir,
+        });
+        const written = await writeInactiveManifest(this.#paths, sanitized.pod);
+        if (written === "written") report.applied.push({ op: "checkpoint", id });
+        const last = this.#refreshedAt.get(id);
+        const due = written === "written" || last === undefined ||
+          now - last >= millis(config.refreshIntervalMs);
+        if (!due || !apiAvailable) return;
+        const objects = await this.#fetchObjects(parent.metadata.namespace, sanitized.volumes);
+        const files = await writeVolumeFiles(sanitized.volumes, objects.data, owner);
+        const { namespace, name } = parent.metadata;
+        const stale = await removeStaleVolumeDirs(
+          podFileDirs(
+            { secretsDir: config.secretsDir, configMapsDir: config.configmapsDir },
+            namespace,
+            name,
+          ),
+          sanitized.volumes,
+        );
+        files.removed += stale.length;
+        report.bytesWritten += files.bytesWritten;
+        if (files.written + files.removed > 0) {
+          report.applied.push({
+            op: "files",
+            id,
+            detail: `${files.written} written, ${files.removed} removed`,
+          });
+        }
+        for (const s of files.skipped) {
+          this.#opts.log.warn("volume files kept as they were", { id, ...s });
+        }
+        // Retry next pass unless everything was fetched and written.
+        if (objects.complete && files.skipped.length === 0) this.#refreshedAt.set(id, now);
+        else this.#refreshedAt.delete(id);
+      });
+    }
+    for (const id of this.#refreshedAt.keys()) {
+      if (!result.tracked.has(id)) this.#refreshedAt.delete(id);
+    }
+  }
+
+  async #fetchObjects(
+    namespace: string,
+    volumes: ReturnType<typeof sanitizeCheckpoint>["volumes"],
+  ) {
+    const api = this.#opts.sources.apiServer;
+    const data: ObjectData = new Map();
+    let complete = true;
+    for (const volume of volumes) {
+      for (const source of volume.sources) {
+        if (source.kind === "literal") continue;
+        const key = objectKey(source.kind, source.name);
+        if (data.has(key)) continue;
+        const got = source.kind === "secret"
+          ? await api.getSecret(namespace, source.name)
+          : await api.getConfigMap(namespace, source.name);
+        if (got.ok) data.set(key, got.value);
+        else if (got.failure.kind === "not-found") data.set(key, "absent");
+        else {
+          complete = false;
+          this.#logFailure(got.failure, true);
+        }
+      }
+    }
+    return { data, complete };
+  }
+
+  /** Stop, then start, then remove; every tracked checkpoint converges to its action. */
+  async #applyActions(result: PassResult, report: PassReport) {
+    const desired = desiredActions(result);
+    const ids = (action: Action) => [...desired].filter(([, a]) => a === action).map(([id]) => id);
+    for (const id of ids("stop")) {
+      await this.#attempt(report, "stop", id, async () => {
+        if (await deactivateCheckpoint(this.#paths, id) === "removed") {
+          report.applied.push({ op: "stop", id });
+        }
+      });
+    }
+    for (const id of ids("start")) {
+      await this.#attempt(report, "start", id, async () => {
+        const outcome = await activateCheckpoint(this.#paths, id);
+        if (outcome === "written") report.applied.push({ op: "start", id });
+        if (outcome === "no-inactive-manifest") {
+          throw new Error(
+            "no inactive manifest to activate (it will be written when the parent is seen)",
+          );
+        }
+      });
+    }
+    for (const id of ids("remove")) {
+      await this.#attempt(report, "remove", id, async () => {
+        await removeCheckpoint(this.#paths, id);
+        report.applied.push({ op: "remove", id });
+      });
+    }
+  }
+
+  async #persistStatus(store: StatusStore, result: PassResult, now: Instant, report: PassReport) {
+    const changes = new Map(result.changes.map((c) => [c.id, c]));
+    for (const [id, state] of result.tracked) {
+      const change = changes.get(id);
+      if (!change && recordMatches(store.get(id), state)) continue;
+      await this.#attempt(report, "status", id, async () => {
+        await store.update(id, (current) => nextStatusRecord(current, id, state, change, now));
+      });
+    }
+    for (const record of store.list()) {
+      if (result.tracked.has(record.id)) continue;
+      await this.#attempt(report, "status", record.id, () => store.delete(record.id));
+    }
+  }
+
+  /** Keeps a record of the sandboxes that run active checkpoints, and forgets the others. */
+  async #recordSandboxes(
+    store: SandboxStore,
+    result: PassResult,
+    running: RunningPod[],
+    report: PassReport,
+  ) {
+    const { config, sources } = this.#opts;
+    const wanted = new Set<string>();
+    for (const [id, action] of desiredActions(result)) {
+      if (action !== "start") continue;
+      const [namespace] = id.split("/");
+      const name = staticPodName(id, config.nodeName);
+      for (const pod of running) {
+        if (pod.namespace === namespace && pod.name === name) {
+          for (const sandboxId of pod.sandboxIds) wanted.add(sandboxId);
+        }
+      }
+    }
+    const known = new Set(store.list());
+    for (const sandboxId of wanted) {
+      if (known.has(sandboxId)) continue;
+      const status = await sources.runtime.sandboxStatus(sandboxId);
+      if (!status.ok) {
+        this.#logFailure(status.failure, true);
+        continue;
+      }
+      const s = status.value;
+      await this.#attempt(report, "sandbox-record", sandboxId, async () => {
+        await store.create(sandboxId, {
+          version: SANDBOX_CHECKPOINT_VERSION,
+          name: s.name,
+          namespace: s.namespace,
+          netnsPath: s.netnsPath,
+          portMappings: s.portMappings,
+          interfaces: s.interfaces,
+        });
+        report.applied.push({
+          op: "sandbox-record",
+          id: sandboxId,
+          detail: `${s.namespace}/${s.name}`,
+        });
+      });
+    }
+    for (const sandboxId of known) {
+      if (wanted.has(sandboxId)) continue;
+      await this.#attempt(report, "sandbox-forget", sandboxId, async () => {
+        await store.remove(sandboxId);
+        report.applied.push({ op: "sandbox-forget", id: sandboxId });
+      });
+    }
+  }
+}

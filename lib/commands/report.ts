@@ -1,0 +1,61 @@
+/** Human-readable summaries of a pass, for `--once` and `--once --dry-run` in a terminal. */
+import type { PassReport } from "../agent.ts";
+import type { Config } from "../config/types.ts";
+import type { SourceName } from "../sources/types.ts";
+
+const SOURCES: SourceName[] = ["apiserver", "kubelet", "runtime"];
+
+function list(ids: string[]): string {
+  return ids.length === 0 ? "-" : ids.join(", ");
+}
+
+function sourcesLine(report: PassReport): string {
+  return SOURCES.map((source) => {
+    const failure = report.failures.find((f) => f.source === source);
+    return `${source}: ${failure ? `${failure.kind} (${failure.message})` : "ok"}`;
+  }).join("\n  ");
+}
+
+function stateCounts(report: PassReport): string {
+  const counts = new Map<string, number>();
+  for (const entry of Object.values(report.plan.state)) {
+    counts.set(entry.state, (counts.get(entry.state) ?? 0) + 1);
+  }
+  const total = Object.keys(report.plan.state).length;
+  const parts = [...counts].sort().map(([state, n]) => `${n} ${state}`);
+  return `${total}${parts.length ? ` (${parts.join(", ")})` : ""}`;
+}
+
+export function formatPlan(report: PassReport, dryRun: boolean): string {
+  return [
+    `ckpt-agent: ${dryRun ? "dry run, nothing written" : "plan"}; ${
+      report.complete ? "every source answered" : "degraded"
+    }`,
+    `  ${sourcesLine(report)}`,
+    `  start:  ${list(report.plan.starts)}`,
+    `  stop:   ${list(report.plan.stops)}`,
+    `  remove: ${list(report.plan.removes)}`,
+    `  checkpoints: ${stateCounts(report)}`,
+  ].join("\n");
+}
+
+export function formatPassReport(report: PassReport, config: Config): string {
+  const lines = [
+    `ckpt-agent: pass ${report.complete ? "complete" : "DEGRADED"} on ${config.nodeName} in ${
+      Math.round(report.durationMs)
+    } ms`,
+    `  ${sourcesLine(report)}`,
+    `  started: ${list(report.plan.starts)}`,
+    `  stopped: ${list(report.plan.stops)}`,
+    `  removed: ${list(report.plan.removes)}`,
+    `  writes:  ${report.applied.length} change(s), ${report.bytesWritten} bytes of files`,
+    `  checkpoints: ${stateCounts(report)}`,
+  ];
+  for (const change of report.changes) {
+    lines.push(`  ${change.id}: ${change.from} -> ${change.to} (${change.reason})`);
+  }
+  for (const error of report.errors) {
+    lines.push(`  ERROR ${error.op} ${error.id ?? ""}: ${error.message}`);
+  }
+  return lines.join("\n");
+}

@@ -1,0 +1,136 @@
+/**
+ * `ckpt-agent run` (the daemon, also plain `ckpt-agent`), `ckpt-agent --once` (one pass, for
+ * runbooks) and `ckpt-agent --once --dry-run` (observe and plan, write nothing).
+ */
+import {
+  Agent,
+  type AgentStores,
+  type PassReport,
+  trackedFromDisk,
+  trackedFromStore,
+} from "../agent.ts";
+import type { Options } from "../cli/args.ts";
+import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "../cli/errors.ts";
+import { loadConfig } from "../config/load.ts";
+import type { Config } from "../config/types.ts";
+import { systemClock } from "../core/time.ts";
+import { acquireLock, isLock } from "../disk/lock.ts";
+import { createLogger, type Logger } from "../log.ts";
+import { connectNode } from "../node.ts";
+import { SandboxStore } from "../store/sandbox_store.ts";
+import { StatusStore } from "../store/status_store.ts";
+import { formatPassReport, formatPlan } from "./report.ts";
+
+export const OUTPUT_FLAG: Options = { output: { type: "string", default: "text" } };
+
+const RUN_FLAGS: Options = {
+  once: { type: "boolean", default: false },
+  "dry-run": { type: "boolean", default: false },
+  ...OUTPUT_FLAG,
+};
+
+export type OutputFormat = "text" | "json";
+
+export function outputFormat(value: unknown): OutputFormat {
+  if (value === "text" || value === "json") return value;
+  throw new UsageError(`--output: must be text or json, not ${JSON.stringify(value)}`);
+}
+
+/** Opens both stores, reporting (never failing on) records it had to quarantine. */
+export async function openStores(stateDir: string, log: Logger): Promise<AgentStores> {
+  const status = await StatusStore.open(stateDir);
+  const sandboxes = await SandboxStore.open(stateDir);
+  for (const problem of [...status.problems, ...sandboxes.problems]) {
+    log.error("bad record moved to quarantine", { ...problem });
+  }
+  return { status, sandboxes };
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+  });
+}
+
+export function logPassSummary(log: Logger, report: PassReport) {
+  const fields = {
+    complete: report.complete,
+    durationMs: Math.round(report.durationMs * 10) / 10,
+    starts: report.plan.starts.length,
+    stops: report.plan.stops.length,
+    removes: report.plan.removes.length,
+    applied: report.applied.length,
+    errors: report.errors.length,
+    bytesWritten: report.bytesWritten,
+  };
+  if (report.complete) log.debug("pass", fields);
+  else log.warn("pass degraded", fields);
+}
+
+/** Passes every poll interval until SIGTERM or SIGINT; the pass under way always finishes. */
+async function daemon(agent: Agent, stores: AgentStores, config: Config, log: Logger) {
+  const stop = new AbortController();
+  const onSignal = () => {
+    log.info("stopping after the current pass");
+    stop.abort();
+  };
+  const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
+  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+  log.info("started", { node: config.nodeName, pollInterval: config.pollIntervalMs });
+  try {
+    while (!stop.signal.aborted) {
+      logPassSummary(log, await agent.pass(stores, trackedFromStore(stores.status)));
+      await sleep(config.pollIntervalMs, stop.signal);
+    }
+  } finally {
+    for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
+  }
+  log.info("stopped");
+}
+
+export async function runCommand(args: string[]): Promise<number> {
+  const { config, extra } = await loadConfig(args, { extraFlags: RUN_FLAGS });
+  const output = outputFormat(extra.output);
+  const once = extra.once === true;
+  const dryRun = extra["dry-run"] === true;
+  if (dryRun && !once) throw new UsageError("--dry-run: only with --once");
+  const log = createLogger();
+  const sources = await connectNode(config);
+  const agent = new Agent({ config, sources, clock: systemClock, log });
+  try {
+    if (dryRun) {
+      const report = await agent.pass(undefined, trackedFromDisk(config.stateDir));
+      console.log(output === "json" ? JSON.stringify(report.plan) : formatPlan(report, true));
+      return report.complete ? EXIT_OK : EXIT_FAILURE;
+    }
+    const lock = await acquireLock(config.lockFile);
+    if (!isLock(lock)) {
+      const holder = lock.heldBy ? ` (pid ${lock.heldBy})` : "";
+      throw new CommandError(
+        `another ckpt-agent holds the lock ${config.lockFile}${holder}`,
+        EXIT_LOCKED,
+      );
+    }
+    try {
+      const stores = await openStores(config.stateDir, log);
+      if (!once) {
+        await daemon(agent, stores, config, log);
+        return EXIT_OK;
+      }
+      const report = await agent.pass(stores, trackedFromStore(stores.status));
+      console.log(output === "json" ? JSON.stringify(report) : formatPassReport(report, config));
+      return report.complete ? EXIT_OK : EXIT_FAILURE;
+    } finally {
+      await lock.release();
+    }
+  } finally {
+    sources.runtime.close();
+  }
+}

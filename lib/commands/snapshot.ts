@@ -1,0 +1,24 @@
+/**
+ * `ckpt-agent snapshot`: the live observations in exactly the format `plan --snapshot` reads, so
+ * `ckpt-agent snapshot | ckpt-agent plan --snapshot -` gives what `--once --dry-run` gives.
+ * Writes nothing.
+ */
+import { Agent, trackedFromDisk } from "../agent.ts";
+import { loadConfig } from "../config/load.ts";
+import { snapshotDocument } from "../core/snapshot.ts";
+import { systemClock } from "../core/time.ts";
+import { createLogger } from "../log.ts";
+import { connectNode } from "../node.ts";
+
+export async function snapshotCommand(args: string[]): Promise<number> {
+  const { config } = await loadConfig(args);
+  const sources = await connectNode(config);
+  try {
+    const agent = new Agent({ config, sources, clock: systemClock, log: createLogger() });
+    const observation = await agent.observe(trackedFromDisk(config.stateDir));
+    console.log(JSON.stringify(snapshotDocument(observation.input), null, 2));
+    return 0;
+  } finally {
+    sources.runtime.close();
+  }
+}

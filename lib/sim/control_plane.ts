@@ -1,0 +1,255 @@
+/**
+ * A realistic self-hosted control plane for the simulated node: the pods a bootkube-style
+ * cluster runs as DaemonSets (annotated for checkpointing), with the secrets and configmaps they
+ * mount, plus pods that must never be checkpointed (a Deployment pod and a static etcd).
+ */
+import { CHECKPOINT_ANNOTATION, type Pod } from "../core/pod.ts";
+
+export interface SimObject {
+  namespace: string;
+  name: string;
+  data: Record<string, string>;
+}
+
+export interface ControlPlane {
+  /** Pods the API server binds to the node; parents and non-parents alike. */
+  pods: Pod[];
+  secrets: SimObject[];
+  configMaps: SimObject[];
+  /** Manifests an installer put in the kubelet's static-pod dir: never ours to touch. */
+  staticManifests: Pod[];
+}
+
+const NS = "kube-system";
+
+function fakePem(kind: string, seed: string): string {
+  const body = btoa(`${kind}:${seed}:`.repeat(12)).replace(/(.{64})/g, "$1\n");
+  return `-----BEGIN ${kind}-----\n${body}\n-----END ${kind}-----\n`;
+}
+
+function uid(name: string): string {
+  const hex = [...new TextEncoder().encode(name)].map((b) => b.toString(16).padStart(2, "0"))
+    .join("").padEnd(32, "0").slice(0, 32);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${
+    hex.slice(20, 32)
+  }`;
+}
+
+function apiAccessVolume(suffix: string) {
+  return {
+    name: `kube-api-access-${suffix}`,
+    projected: {
+      defaultMode: 420,
+      sources: [
+        { serviceAccountToken: { expirationSeconds: 3607, path: "token" } },
+        { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+        {
+          downwardAPI: {
+            items: [{
+              path: "namespace",
+              fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" },
+            }],
+          },
+        },
+      ],
+    },
+  };
+}
+
+interface DaemonPodSpec {
+  app: string;
+  suffix: string;
+  nodeName: string;
+  command: string[];
+  secret?: string;
+  configMap?: { name: string; key: string; mountPath: string };
+  checkpoint?: boolean;
+  /** Default true, as most control-plane pods; false gives the pod a network of its own. */
+  hostNetwork?: boolean;
+  /** Ports published on the node (containerPort = hostPort). */
+  hostPorts?: number[];
+}
+
+/** A pod as the API server returns it for a DaemonSet-managed control-plane component. */
+export function daemonSetPod(spec: DaemonPodSpec): Pod {
+  const name = `${spec.app}-${spec.suffix}`;
+  const volumes: unknown[] = [];
+  const mounts: unknown[] = [];
+  if (spec.secret) {
+    volumes.push({ name: "secrets", secret: { secretName: spec.secret, defaultMode: 420 } });
+    mounts.push({ name: "secrets", mountPath: "/etc/kubernetes/secrets", readOnly: true });
+  }
+  if (spec.configMap) {
+    volumes.push({
+      name: "config",
+      configMap: {
+        name: spec.configMap.name,
+        items: [{ key: spec.configMap.key, path: spec.configMap.key }],
+      },
+    });
+    mounts.push({ name: "config", mountPath: spec.configMap.mountPath, readOnly: true });
+  }
+  volumes.push({ name: "ssl-certs-host", hostPath: { path: "/etc/ssl/certs", type: "" } });
+  mounts.push({ name: "ssl-certs-host", mountPath: "/etc/ssl/certs", readOnly: true });
+  const access = apiAccessVolume(spec.suffix.slice(0, 5));
+  volumes.push(access);
+  mounts.push({
+    name: access.name,
+    mountPath: "/var/run/secrets/kubernetes.io/serviceaccount",
+    readOnly: true,
+  });
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name,
+      generateName: `${spec.app}-`,
+      namespace: NS,
+      uid: uid(name),
+      resourceVersion: "184467",
+      creationTimestamp: "2026-11-02T08:14:33Z",
+      labels: { "k8s-app": spec.app, tier: "control-plane", "pod-template-generation": "1" },
+      annotations: spec.checkpoint === false ? {} : { [CHECKPOINT_ANNOTATION]: "true" },
+      ownerReferences: [{
+        apiVersion: "apps/v1",
+        kind: "DaemonSet",
+        name: spec.app,
+        uid: uid(`ds-${spec.app}`),
+        controller: true,
+        blockOwnerDeletion: true,
+      }],
+    },
+    spec: {
+      nodeName: spec.nodeName,
+      hostNetwork: spec.hostNetwork ?? true,
+      serviceAccountName: spec.app,
+      serviceAccount: spec.app,
+      nodeSelector: { "node-role.kubernetes.io/control-plane": "" },
+      priorityClassName: "system-cluster-critical",
+      securityContext: { runAsNonRoot: true, runAsUser: 65534, fsGroup: 65534 },
+      tolerations: [{ key: "node-role.kubernetes.io/control-plane", operator: "Exists" }],
+      containers: [{
+        name: spec.app,
+        image: `registry.k8s.io/${spec.app}:v1.34.2`,
+        command: spec.command,
+        ...(spec.hostPorts
+          ? {
+            ports: spec.hostPorts.map((port) => ({
+              containerPort: port,
+              hostPort: port,
+              protocol: "TCP",
+            })),
+          }
+          : {}),
+        volumeMounts: mounts,
+      }],
+      volumes,
+    },
+    status: { phase: "Running", hostIP: "10.0.0.11", podIP: "10.0.0.11" },
+  };
+}
+
+/** The control plane of one node: what `ckpt-agent demo` and the end-to-end tests run. */
+export function controlPlane(nodeName: string): ControlPlane {
+  const pods = [
+    daemonSetPod({
+      app: "kube-apiserver",
+      suffix: "7x2kq",
+      nodeName,
+      secret: "kube-apiserver",
+      configMap: {
+        name: "apiserver-audit",
+        key: "policy.yaml",
+        mountPath: "/etc/kubernetes/audit",
+      },
+      command: [
+        "kube-apiserver",
+        "--secure-port=6443",
+        "--etcd-servers=https://127.0.0.1:2379",
+        "--tls-cert-file=/etc/kubernetes/secrets/apiserver.crt",
+        "--tls-private-key-file=/etc/kubernetes/secrets/apiserver.key",
+        "--audit-policy-file=/etc/kubernetes/audit/policy.yaml",
+      ],
+    }),
+    daemonSetPod({
+      app: "kube-controller-manager",
+      suffix: "m4t9z",
+      nodeName,
+      secret: "kube-controller-manager",
+      command: [
+        "kube-controller-manager",
+        "--service-account-private-key-file=/etc/kubernetes/secrets/service-account.key",
+        "--root-ca-file=/etc/kubernetes/secrets/ca.crt",
+      ],
+    }),
+    daemonSetPod({
+      app: "kube-scheduler",
+      suffix: "q8w2c",
+      nodeName,
+      configMap: {
+        name: "scheduler-config",
+        key: "config.yaml",
+        mountPath: "/etc/kubernetes/scheduler",
+      },
+      hostNetwork: false,
+      hostPorts: [10259],
+      command: ["kube-scheduler", "--config=/etc/kubernetes/scheduler/config.yaml"],
+    }),
+    // Scheduled here too, but not asking to be checkpointed.
+    daemonSetPod({
+      app: "coredns",
+      suffix: "5d8f7",
+      nodeName,
+      checkpoint: false,
+      command: ["/coredns", "-conf", "/etc/coredns/Corefile"],
+    }),
+  ];
+  const secrets: SimObject[] = [
+    {
+      namespace: NS,
+      name: "kube-apiserver",
+      data: {
+        "apiserver.crt": fakePem("CERTIFICATE", "apiserver"),
+        "apiserver.key": fakePem("EC PRIVATE KEY", "apiserver"),
+        "ca.crt": fakePem("CERTIFICATE", "ca"),
+        "service-account.pub": fakePem("PUBLIC KEY", "sa"),
+      },
+    },
+    {
+      namespace: NS,
+      name: "kube-controller-manager",
+      data: {
+        "ca.crt": fakePem("CERTIFICATE", "ca"),
+        "service-account.key": fakePem("EC PRIVATE KEY", "sa"),
+      },
+    },
+  ];
+  const configMaps: SimObject[] = [
+    { namespace: NS, name: "kube-root-ca.crt", data: { "ca.crt": fakePem("CERTIFICATE", "ca") } },
+    {
+      namespace: NS,
+      name: "apiserver-audit",
+      data: {
+        "policy.yaml": "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+      },
+    },
+    {
+      namespace: NS,
+      name: "scheduler-config",
+      data: {
+        "config.yaml":
+          "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+      },
+    },
+  ];
+  const etcd: Pod = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: "etcd", namespace: NS, labels: { component: "etcd", tier: "control-plane" } },
+    spec: {
+      hostNetwork: true,
+      containers: [{ name: "etcd", image: "registry.k8s.io/etcd:3.6.4-0", command: ["etcd"] }],
+    },
+  };
+  return { pods, secrets, configMaps, staticManifests: [etcd] };
+}
