@@ -12,10 +12,10 @@ import {
 import type { Options } from "../cli/args.ts";
 import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "../cli/errors.ts";
 import { loadConfig } from "../config/load.ts";
-import type { Config } from "../config/types.ts";
 import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock } from "../disk/lock.ts";
 import { createLogger, type Logger } from "../log.ts";
+import { Daemon } from "../daemon.ts";
 import { connectNode } from "../node.ts";
 import { SandboxStore } from "../store/sandbox_store.ts";
 import { StatusStore } from "../store/status_store.ts";
@@ -46,19 +46,6 @@ export async function openStores(stateDir: string, log: Logger): Promise<AgentSt
   return { status, sandboxes };
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-  });
-}
-
 export function logPassSummary(log: Logger, report: PassReport) {
   const fields = {
     complete: report.complete,
@@ -74,8 +61,8 @@ export function logPassSummary(log: Logger, report: PassReport) {
   else log.warn("pass degraded", fields);
 }
 
-/** Passes every poll interval until SIGTERM or SIGINT; the pass under way always finishes. */
-async function daemon(agent: Agent, stores: AgentStores, config: Config, log: Logger) {
+/** The daemon until SIGTERM or SIGINT; the pass under way always finishes. */
+async function runDaemon(daemon: Daemon, log: Logger) {
   const stop = new AbortController();
   const onSignal = () => {
     log.info("stopping after the current pass");
@@ -83,12 +70,10 @@ async function daemon(agent: Agent, stores: AgentStores, config: Config, log: Lo
   };
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   for (const signal of signals) Deno.addSignalListener(signal, onSignal);
-  log.info("started", { node: config.nodeName, pollInterval: config.pollIntervalMs });
+  daemon.onPass((report) => logPassSummary(log, report));
+  log.info("started", { node: daemon.config.nodeName, pollInterval: daemon.config.pollIntervalMs });
   try {
-    while (!stop.signal.aborted) {
-      logPassSummary(log, await agent.pass(stores, trackedFromStore(stores.status)));
-      await sleep(config.pollIntervalMs, stop.signal);
-    }
+    await daemon.loop(stop.signal);
   } finally {
     for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
   }
@@ -121,7 +106,7 @@ export async function runCommand(args: string[]): Promise<number> {
     try {
       const stores = await openStores(config.stateDir, log);
       if (!once) {
-        await daemon(agent, stores, config, log);
+        await runDaemon(new Daemon({ agent, stores, config, clock: systemClock, log }), log);
         return EXIT_OK;
       }
       const report = await agent.pass(stores, trackedFromStore(stores.status));

@@ -1,0 +1,87 @@
+/**
+ * The daemon around the agent: a pass every poll interval, one pass at a time (the loop and
+ * `POST /v1/reconcile` share it), and what the admin endpoint reports about the loop.
+ */
+import { Agent, type AgentStores, type PassReport, trackedFromStore } from "./agent.ts";
+import type { Config } from "./config/types.ts";
+import type { Clock, Instant } from "./core/time.ts";
+import type { Logger } from "./log.ts";
+
+export type PassListener = (report: PassReport) => void;
+
+export class Daemon {
+  readonly agent: Agent;
+  readonly stores: AgentStores;
+  readonly config: Config;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #listeners: PassListener[] = [];
+  /** The pass under way (or the last one): passes queue behind it. */
+  #current: Promise<unknown> = Promise.resolve();
+  /** When a pass last finished, complete or not: the loop's heartbeat. */
+  lastTick?: Instant;
+  lastReport?: PassReport;
+  lastCompletePassAt?: Instant;
+
+  constructor(
+    opts: { agent: Agent; stores: AgentStores; config: Config; clock: Clock; log: Logger },
+  ) {
+    this.agent = opts.agent;
+    this.stores = opts.stores;
+    this.config = opts.config;
+    this.#clock = opts.clock;
+    this.#log = opts.log;
+  }
+
+  onPass(listener: PassListener) {
+    this.#listeners.push(listener);
+  }
+
+  /** Runs a pass after any pass under way; writes, persists, and tells the listeners. */
+  runPass(): Promise<PassReport> {
+    const next = this.#current.then(() => this.#pass());
+    this.#current = next.catch(() => {});
+    return next;
+  }
+
+  async #pass(): Promise<PassReport> {
+    const report = await this.agent.pass(this.stores, trackedFromStore(this.stores.status));
+    const now = this.#clock.now();
+    this.lastTick = now;
+    this.lastReport = report;
+    if (report.complete) this.lastCompletePassAt = now;
+    for (const listener of this.#listeners) listener(report);
+    return report;
+  }
+
+  /** What the next pass would do, without writing anything. */
+  dryRun(): Promise<PassReport> {
+    return this.agent.pass(undefined, trackedFromStore(this.stores.status));
+  }
+
+  /** Passes every poll interval until `signal` aborts; the pass under way always finishes. */
+  async loop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        await this.runPass();
+      } catch (e) {
+        // A pass never throws by design; if one does, the loop must still go on.
+        this.#log.error("pass failed", { error: e as Error });
+      }
+      await sleep(this.config.pollIntervalMs, signal);
+    }
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+  });
+}
