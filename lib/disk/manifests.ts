@@ -6,7 +6,7 @@
 import { basename, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { manifestFileName, parseValidId } from "../core/ids.ts";
-import { type Pod, podId, PodSchema } from "../core/pod.ts";
+import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
 import { podFileDirs } from "../core/sanitize.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import { atomicWrite, removeDurably, type WriteOutcome } from "./atomic_write.ts";
@@ -140,10 +140,30 @@ export function renderManifest(pod: Pod): string {
   return `${JSON.stringify(pod, null, 2)}\n`;
 }
 
+/** Someone else's manifest sits where a checkpoint's would: the agent must not touch it. */
+export class ForeignManifestError extends Error {
+  constructor(readonly file: string, id: string) {
+    super(`${file} is not a checkpoint of ${id}; left alone`);
+    this.name = "ForeignManifestError";
+  }
+}
+
+/**
+ * Throws unless `file` is absent or holds a checkpoint of `id`. A file that does not parse at
+ * all is taken for a damaged checkpoint (the original checkpointer wrote without fsync) and may
+ * be replaced; a pod that is not our checkpoint never is.
+ */
+async function assertOursOrAbsent(file: string, id: string): Promise<void> {
+  const read = await readManifest(file);
+  if (!read || "problem" in read) return;
+  if (!isCheckpoint(read.pod) || podId(read.pod) !== id) throw new ForeignManifestError(file, id);
+}
+
 /** Stores a sanitized checkpoint as `<inactiveDir>/<ns>-<name>.json`. */
 export async function writeInactiveManifest(paths: ManifestPaths, pod: Pod): Promise<WriteOutcome> {
   const { inactiveManifest } = checkpointPaths(paths, podId(pod));
   await ensureDir(paths.inactiveDir, DIR_MODE);
+  await assertOursOrAbsent(inactiveManifest, podId(pod));
   return await atomicWrite(inactiveManifest, renderManifest(pod), { mode: MANIFEST_MODE });
 }
 
@@ -161,6 +181,7 @@ export async function activateCheckpoint(
     throw e;
   }
   await ensureDir(paths.staticPodDir, DIR_MODE);
+  await assertOursOrAbsent(activeManifest, id);
   return await atomicWrite(activeManifest, manifest, { mode: MANIFEST_MODE });
 }
 
@@ -169,7 +190,9 @@ export async function deactivateCheckpoint(
   paths: ManifestPaths,
   id: string,
 ): Promise<"removed" | "absent"> {
-  return await removeDurably(checkpointPaths(paths, id).activeManifest);
+  const { activeManifest } = checkpointPaths(paths, id);
+  await assertOursOrAbsent(activeManifest, id);
+  return await removeDurably(activeManifest);
 }
 
 /**
@@ -180,6 +203,9 @@ export async function deactivateCheckpoint(
  */
 export async function removeCheckpoint(paths: ManifestPaths, id: string): Promise<string[]> {
   const p = checkpointPaths(paths, id);
+  // Checked first, so that a refusal leaves the checkpoint whole rather than half removed.
+  await assertOursOrAbsent(p.inactiveManifest, id);
+  await assertOursOrAbsent(p.activeManifest, id);
   const removed: string[] = [];
   for (const dir of [p.secretsDir, p.configmapsDir]) {
     if (await removeTree(dir) === "removed") removed.push(dir);

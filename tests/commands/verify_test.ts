@@ -5,6 +5,7 @@ import { runChecks } from "../../lib/commands/verify.ts";
 import { SandboxStore } from "../../lib/store/sandbox_store.ts";
 import { StatusStore } from "../../lib/store/status_store.ts";
 import { runCli } from "../helpers/cli.ts";
+import { tree } from "../helpers/tree.ts";
 import {
   corruptSandboxFiles,
   corruptStatusFiles,
@@ -27,18 +28,6 @@ async function populate(stateDir: string): Promise<void> {
   );
   const sandboxes = await SandboxStore.open(stateDir);
   await sandboxes.create("abc123", sandboxCheckpoint());
-}
-
-/** Every path under `dir` with its mode and content, to prove nothing changed. */
-async function tree(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for await (const entry of Deno.readDir(dir)) {
-    const path = join(dir, entry.name);
-    const info = await Deno.lstat(path);
-    if (entry.isDirectory) out.push(`${path}/ ${info.mode}`, ...await tree(path));
-    else out.push(`${path} ${info.mode} ${await Deno.readTextFile(path).catch(() => "?")}`);
-  }
-  return out.sort();
 }
 
 Deno.test("verify: a sound state directory exits 0", async () => {
@@ -64,7 +53,7 @@ Deno.test("verify: every corrupt record is named, exit 1, nothing moved, the age
     const statusFiles = corruptStatusFiles(), sandboxFiles = corruptSandboxFiles();
     await plant(join(stateDir, "status"), statusFiles);
     await plant(join(stateDir, "sandboxes"), sandboxFiles);
-    const before = await tree(stateDir);
+    const before = await tree(stateDir, { stamps: true });
 
     const r = await runCli(["verify", "--state-dir", stateDir]);
     assertEquals(r.code, 1, r.stdout + r.stderr);
@@ -81,7 +70,7 @@ Deno.test("verify: every corrupt record is named, exit 1, nothing moved, the age
       lines.at(-1),
       `${expected.length} problems in ${expected.length + 3} files checked under ${stateDir}`,
     );
-    assertEquals(await tree(stateDir), before, "verify is read-only");
+    assertEquals(await tree(stateDir, { stamps: true }), before, "verify is read-only");
 
     // The agent opening the same directory keeps every valid record and quarantines the rest.
     const statuses = await StatusStore.open(stateDir);

@@ -9,6 +9,7 @@ import {
   writeVolumeFiles,
 } from "../../lib/disk/pod_files.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { type Entry, tree } from "../helpers/tree.ts";
 
 const OWNER = { uid: 1234, gid: 5678 };
 const bytes = (text: string) => new TextEncoder().encode(text);
@@ -24,35 +25,6 @@ function fetched(objects: Record<string, Record<string, string> | "absent">): Ob
       [key, data],
     ) => [key, data === "absent" ? data : secretData(data)]),
   );
-}
-
-interface Entry {
-  type: "file" | "dir" | "symlink";
-  mode: number;
-  uid: number;
-  gid: number;
-  content?: string;
-}
-
-/** Everything under `dir` (symlinks not followed), by relative path, sorted. */
-async function tree(dir: string, prefix = ""): Promise<Record<string, Entry>> {
-  const out: Record<string, Entry> = {};
-  const entries: Deno.DirEntry[] = [];
-  for await (const entry of Deno.readDir(dir)) entries.push(entry);
-  for (const entry of entries.sort((a, b) => a.name < b.name ? -1 : 1)) {
-    const path = `${dir}/${entry.name}`, rel = `${prefix}${entry.name}`;
-    const info = await Deno.lstat(path);
-    const type = info.isSymlink ? "symlink" : info.isDirectory ? "dir" : "file";
-    out[rel] = {
-      type,
-      mode: (info.mode ?? 0) & 0o7777,
-      uid: info.uid ?? -1,
-      gid: info.gid ?? -1,
-      ...(type === "file" ? { content: await Deno.readTextFile(path) } : {}),
-    };
-    if (type === "dir") Object.assign(out, await tree(path, `${rel}/`));
-  }
-  return out;
 }
 
 const file = (content: string, owner = OWNER): Entry => ({

@@ -1,0 +1,245 @@
+/**
+ * End to end through `ckpt-agent --once`, as a runbook runs it: the real binary's code in a
+ * subprocess, against a simulated node (real mTLS API server and kubelet, real gRPC runtime,
+ * real directories). Scenarios (a)–(i) of issue 4.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { join } from "node:path";
+import type { PassReport } from "../../lib/agent.ts";
+import { SimNode } from "../../lib/sim/node.ts";
+import { runCli } from "../helpers/cli.ts";
+import { tree } from "../helpers/tree.ts";
+
+const APISERVER = "kube-system/kube-apiserver-7x2kq";
+const CONTROLLER = "kube-system/kube-controller-manager-m4t9z";
+const SCHEDULER = "kube-system/kube-scheduler-q8w2c";
+const PARENTS = [APISERVER, CONTROLLER, SCHEDULER];
+
+async function withNode(fn: (node: SimNode) => Promise<void>) {
+  const node = await SimNode.start();
+  try {
+    await fn(node);
+  } finally {
+    await node.close();
+  }
+}
+
+const configFiles = new WeakMap<SimNode, string>();
+
+async function once(node: SimNode, ...flags: string[]) {
+  let config = configFiles.get(node);
+  if (!config) configFiles.set(node, config = await node.writeConfigFile());
+  const r = await runCli(["--once", "--config", config, "--output", "json", ...flags]);
+  assert(r.stdout.trim() !== "", `no report; exit ${r.code}; stderr: ${r.stderr}`);
+  return { code: r.code, report: JSON.parse(r.stdout) as PassReport, stderr: r.stderr };
+}
+
+function manifestName(id: string) {
+  return `${id.replace("/", "-")}.json`;
+}
+
+async function staticPodDir(node: SimNode): Promise<string[]> {
+  return Object.keys(await tree(node.config().staticPodDir)).sort();
+}
+
+Deno.test("(a) the first pass writes checkpoints and files with tight modes; an identical pass writes nothing", async () => {
+  await withNode(async (node) => {
+    const first = await once(node);
+    assertEquals(first.code, 0, first.stderr);
+    assertEquals(first.report.complete, true);
+    assertEquals(first.report.plan.stops, PARENTS);
+    const c = node.config();
+    const inactive = await tree(c.inactiveDir);
+    assertEquals(Object.keys(inactive).sort(), PARENTS.map(manifestName).sort());
+    for (const entry of Object.values(inactive)) assertEquals(entry.mode, 0o600);
+    const secrets = await tree(c.secretsDir);
+    const apiSecrets = "kube-system/kube-apiserver-7x2kq/kube-apiserver";
+    assertEquals(secrets[apiSecrets].type, "dir");
+    assertEquals(secrets[apiSecrets].mode, 0o700);
+    // The pods run as 65534 with fsGroup 65534: their files are theirs, and nobody else's.
+    assertEquals(secrets[`${apiSecrets}/apiserver.key`], {
+      type: "file",
+      mode: 0o600,
+      uid: 65534,
+      gid: 65534,
+      content: secrets[`${apiSecrets}/apiserver.key`].content as string,
+    });
+    assert(secrets[`${apiSecrets}/apiserver.key`].content!.includes("BEGIN EC PRIVATE KEY"));
+    for (const [path, entry] of Object.entries({ ...secrets, ...await tree(c.configmapsDir) })) {
+      assertEquals(entry.mode, entry.type === "dir" ? 0o700 : 0o600, path);
+    }
+
+    const before = await tree(node.root, { stamps: true });
+    const second = await once(node);
+    assertEquals(second.code, 0, second.stderr);
+    assertEquals(second.report.applied, []);
+    assertEquals(second.report.bytesWritten, 0);
+    assertEquals(second.report.plan.stops, []);
+    const after = await tree(node.root, { stamps: true });
+    // Only the lock file may be touched by a pass that has nothing to do.
+    const lock = "run/lock/ckpt-agent.lock";
+    delete before[lock];
+    delete after[lock];
+    assertEquals(after, before);
+  });
+});
+
+Deno.test("(b) API server down and the pod not running: the active manifest appears in one pass", async () => {
+  await withNode(async (node) => {
+    await once(node);
+    await node.loseControlPlane();
+    const r = await once(node);
+    // Degraded (the API server and the kubelet do not answer) but it did its job.
+    assertEquals(r.code, 1);
+    assertEquals(r.report.plan.starts, PARENTS);
+    assertEquals(r.report.errors, []);
+    assertEquals(await staticPodDir(node), ["etcd.yaml", ...PARENTS.map(manifestName)].sort());
+    const c = node.config();
+    assertEquals(
+      await Deno.readTextFile(join(c.staticPodDir, manifestName(APISERVER))),
+      await Deno.readTextFile(join(c.inactiveDir, manifestName(APISERVER))),
+    );
+  });
+});
+
+Deno.test("(b') an API server answering 503 (etcd gone) is an outage, never 'no parents'", async () => {
+  await withNode(async (node) => {
+    await once(node);
+    await node.loseControlPlane("etcd-gone");
+    const r = await once(node);
+    assertEquals(r.report.plan.removes, []);
+    assertEquals(r.report.plan.starts, PARENTS);
+    assertEquals(r.report.failures.find((f) => f.source === "apiserver")?.kind, "server-error");
+  });
+});
+
+Deno.test("(c) the parent running again: the copy is withdrawn", async () => {
+  await withNode(async (node) => {
+    await once(node);
+    await node.loseControlPlane();
+    await once(node);
+    await node.restoreControlPlane();
+    const r = await once(node);
+    assertEquals(r.code, 0, r.stderr);
+    assertEquals(r.report.plan.stops, PARENTS);
+    assertEquals(await staticPodDir(node), ["etcd.yaml"]);
+  });
+});
+
+Deno.test("(d) a parent deleted in the API: everything of it is gone after the grace period", async () => {
+  await withNode(async (node) => {
+    await once(node, "--checkpoint-grace-period", "0s");
+    await node.deleteParent(SCHEDULER);
+    const r = await once(node, "--checkpoint-grace-period", "0s");
+    assertEquals(r.report.plan.removes, [SCHEDULER]);
+    const c = node.config();
+    const scheduler = "kube-system/kube-scheduler-q8w2c";
+    for (const dir of [c.inactiveDir, c.staticPodDir]) {
+      assert(!Object.keys(await tree(dir)).includes(manifestName(SCHEDULER)), dir);
+    }
+    for (const dir of [c.secretsDir, c.configmapsDir]) {
+      assert(!Object.keys(await tree(dir)).some((p) => p.startsWith(scheduler)), dir);
+    }
+    // The others are untouched, and the status record is forgotten.
+    assertEquals(Object.keys(r.report.plan.state).sort(), [APISERVER, CONTROLLER]);
+    assert(
+      !Object.keys(await tree(join(c.stateDir, "status"))).some((f) => f.includes("scheduler")),
+    );
+  });
+});
+
+Deno.test("(e) an agent restarted mid-grace keeps the deadline", async () => {
+  await withNode(async (node) => {
+    await once(node, "--checkpoint-grace-period", "1h");
+    await node.deleteParent(SCHEDULER);
+    const first = await once(node, "--checkpoint-grace-period", "1h");
+    const deadline = first.report.plan.state[SCHEDULER];
+    assertEquals(deadline.state, "inactive-grace");
+    // A new process, another grace period configured: the stored deadline stands.
+    const second = await once(node, "--checkpoint-grace-period", "2h");
+    assertEquals(second.report.plan.state[SCHEDULER], deadline);
+    assertEquals(second.report.changes, []);
+  });
+});
+
+Deno.test("(f) the runtime unreachable: nothing started or stopped, exit 1", async () => {
+  await withNode(async (node) => {
+    await once(node);
+    await node.stopRuntime();
+    await node.loseControlPlane();
+    const before = await tree(node.config().staticPodDir, { stamps: true });
+    const r = await once(node);
+    assertEquals(r.code, 1);
+    assertEquals([r.report.plan.starts, r.report.plan.stops, r.report.plan.removes], [[], [], []]);
+    assertEquals(r.report.failures.map((f) => f.source).sort(), [
+      "apiserver",
+      "kubelet",
+      "runtime",
+    ]);
+    for (const id of PARENTS) assertEquals(r.report.plan.state[id], { state: "inactive" });
+    assertEquals(await tree(node.config().staticPodDir, { stamps: true }), before);
+  });
+});
+
+Deno.test("(g) the kubelet unreachable during an outage: existing checkpoints still activate", async () => {
+  await withNode(async (node) => {
+    await once(node);
+    await node.loseControlPlane();
+    await node.kubelet.secure.stopListening();
+    const r = await once(node);
+    assertEquals(r.report.failures.find((f) => f.source === "kubelet")?.kind, "unreachable");
+    assertEquals(r.report.plan.starts, PARENTS);
+    assertEquals(await staticPodDir(node), ["etcd.yaml", ...PARENTS.map(manifestName)].sort());
+  });
+});
+
+Deno.test("(h) foreign manifests and dot-files in the static-pod dir are never touched", async () => {
+  await withNode(async (node) => {
+    const dir = node.config().staticPodDir;
+    await Deno.writeTextFile(join(dir, ".kube-proxy.json.swp"), "editor swap file");
+    await Deno.writeTextFile(join(dir, "README"), "not a manifest at all {");
+    // A manifest named like ours but of a pod that is not a checkpoint.
+    await Deno.writeTextFile(
+      join(dir, manifestName(APISERVER)),
+      JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "x", namespace: "y" } }),
+    );
+    const before = await tree(dir, { stamps: true });
+    const first = await once(node);
+    // Withdrawing the apiserver's copy would delete that file: refused, and said.
+    assertEquals(first.code, 1);
+    assertEquals(first.report.errors.map((e) => [e.op, e.id]), [["stop", APISERVER]]);
+    assert(first.report.errors[0].message.includes("not a checkpoint"));
+    await node.loseControlPlane();
+    // The inactive copy of the apiserver cannot be activated over a foreign file of that name:
+    // the others are, and every foreign file stays as it was.
+    await once(node);
+    await node.restoreControlPlane();
+    await once(node);
+    const after = await tree(dir, { stamps: true });
+    for (const name of Object.keys(before)) assertEquals(after[name], before[name], name);
+  });
+});
+
+Deno.test("(i) a pod with a kube-api-access projected volume gets working hostPath files", async () => {
+  await withNode(async (node) => {
+    await once(node);
+    const c = node.config();
+    const manifest = JSON.parse(
+      await Deno.readTextFile(join(c.inactiveDir, manifestName(APISERVER))),
+    );
+    const volume = manifest.spec.volumes.find((v: { name: string }) =>
+      v.name.startsWith("kube-api-access-")
+    );
+    assertEquals(Object.keys(volume).sort(), ["hostPath", "name"]);
+    const files = await tree(volume.hostPath.path);
+    assertEquals(Object.keys(files).sort(), ["ca.crt", "namespace"]);
+    assertEquals(files.namespace.content, "kube-system");
+    assert(files["ca.crt"].content!.startsWith("-----BEGIN CERTIFICATE-----"));
+    assertEquals(files.namespace.uid, 65534);
+    // Every hostPath the checkpoint mounts exists.
+    for (const v of manifest.spec.volumes as { hostPath?: { path: string } }[]) {
+      if (!v.hostPath || v.hostPath.path === "/etc/ssl/certs") continue;
+      assert((await Deno.stat(v.hostPath.path)).isDirectory, v.hostPath.path);
+    }
+  });
+});
