@@ -154,9 +154,10 @@ export function nextStatusRecord(
   now: Instant,
 ): StatusRecord {
   const at = formatInstant(now);
-  const explained = change
-    ? explainChange(change)
-    : { reason: current?.reason ?? "Discovered", message: current?.message ?? "tracked" };
+  const explained = change ? explainChange(change) : {
+    reason: current?.reason ?? "Discovered",
+    message: current?.message ?? "found on this node",
+  };
   const before = change
     ? actionOf(change.from)
     : current

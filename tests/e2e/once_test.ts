@@ -243,3 +243,39 @@ Deno.test("(i) a pod with a kube-api-access projected volume gets working hostPa
     }
   });
 });
+
+Deno.test("(j) sandboxes of running checkpoints are recorded, with their network, and forgotten after", async () => {
+  await withNode(async (node) => {
+    await once(node);
+    await node.loseControlPlane();
+    await once(node);
+    await node.sync(); // the kubelet starts the static copies
+    const recorded = await once(node);
+    const records = recorded.report.applied.filter((a) => a.op === "sandbox-record");
+    assertEquals(records.map((a) => a.detail).sort(), [
+      "kube-system/kube-apiserver-7x2kq-cp-1",
+      "kube-system/kube-controller-manager-m4t9z-cp-1",
+      "kube-system/kube-scheduler-q8w2c-cp-1",
+    ]);
+    const state = node.config().stateDir;
+    const files = await tree(join(state, "sandboxes"));
+    const scheduler = Object.values(files).map((f) => JSON.parse(f.content!).data)
+      .find((d) => d.checkpoint.name === "kube-scheduler-q8w2c-cp-1");
+    assertEquals(scheduler.checkpoint.portMappings, [
+      { protocol: "tcp", containerPort: 10259, hostPort: 10259 },
+    ]);
+    assertEquals(scheduler.checkpoint.interfaces.length, 2);
+    assert(scheduler.checkpoint.netnsPath.startsWith("/var/run/netns/"));
+    // Status records say when and why each was activated.
+    const status = JSON.parse(
+      (await tree(join(state, "status")))[`kube-system_kube-apiserver-7x2kq.json`].content!,
+    ).data;
+    assertEquals([status.state, status.reason], ["active", "ControlPlaneUnavailable"]);
+    assert(status.lastActivatedAt);
+
+    await node.restoreControlPlane();
+    const withdrawn = await once(node);
+    assertEquals(withdrawn.report.applied.filter((a) => a.op === "sandbox-forget").length, 3);
+    assertEquals(Object.keys(await tree(join(state, "sandboxes"))), []);
+  });
+});
