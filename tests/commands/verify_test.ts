@@ -1,7 +1,8 @@
 /** `ckpt-agent verify` as a subprocess: findings per file, exit codes, and never a change. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import { runChecks } from "../../lib/commands/verify.ts";
+import { checksFor, runChecks } from "../../lib/commands/verify.ts";
+import { loadConfig } from "../../lib/config/load.ts";
 import { SandboxStore } from "../../lib/store/sandbox_store.ts";
 import { StatusStore } from "../../lib/store/status_store.ts";
 import { runCli } from "../helpers/cli.ts";
@@ -14,6 +15,31 @@ import {
   statusRecord,
   withStateDir,
 } from "../store/records.ts";
+
+/**
+ * Flags that keep verify inside the test's own directories: the manifest and file dirs are
+ * siblings of the state dir that do not exist (nothing to check there), and no config file of
+ * the machine is read.
+ */
+async function verifyArgs(stateDir: string, ...extra: string[]): Promise<string[]> {
+  const none = `${stateDir}.absent`;
+  const config = `${stateDir}.yaml`;
+  await Deno.writeTextFile(config, "");
+  return [
+    "verify",
+    "--config",
+    config,
+    "--state-dir",
+    stateDir,
+    ...["static-pod-dir", "inactive-dir", "secrets-dir", "configmaps-dir"]
+      .flatMap((dir) => [`--${dir}`, `${none}/${dir}`]),
+    ...extra,
+  ];
+}
+
+async function configFor(stateDir: string) {
+  return (await loadConfig((await verifyArgs(stateDir)).slice(1))).config;
+}
 
 async function populate(stateDir: string): Promise<void> {
   const statuses = await StatusStore.open(stateDir);
@@ -33,15 +59,15 @@ async function populate(stateDir: string): Promise<void> {
 Deno.test("verify: a sound state directory exits 0", async () => {
   await withStateDir(async (stateDir) => {
     await populate(stateDir);
-    const r = await runCli(["verify", "--state-dir", stateDir]);
+    const r = await runCli(await verifyArgs(stateDir));
     assertEquals([r.code, r.stderr], [0, ""]);
-    assertEquals(r.stdout, `ok: 3 files checked under ${stateDir}, all sound\n`);
+    assertEquals(r.stdout, `ok: 3 files checked, all sound\n`);
   });
 });
 
 Deno.test("verify: stores never opened are empty, not broken", async () => {
   await withStateDir(async (stateDir) => {
-    const r = await runCli(["verify", "--state-dir", stateDir, "--json"]);
+    const r = await runCli(await verifyArgs(stateDir, "--json"));
     assertEquals(r.code, 0);
     assertEquals(JSON.parse(r.stdout), { stateDir, checked: 0, findings: [], sound: true });
   });
@@ -55,7 +81,7 @@ Deno.test("verify: every corrupt record is named, exit 1, nothing moved, the age
     await plant(join(stateDir, "sandboxes"), sandboxFiles);
     const before = await tree(stateDir, { stamps: true });
 
-    const r = await runCli(["verify", "--state-dir", stateDir]);
+    const r = await runCli(await verifyArgs(stateDir));
     assertEquals(r.code, 1, r.stdout + r.stderr);
     const lines = r.stdout.trimEnd().split("\n");
     const expected = [
@@ -68,7 +94,7 @@ Deno.test("verify: every corrupt record is named, exit 1, nothing moved, the age
     assertEquals(lines.length, expected.length + 1);
     assertEquals(
       lines.at(-1),
-      `${expected.length} problems in ${expected.length + 3} files checked under ${stateDir}`,
+      `${expected.length} problems in ${expected.length + 3} files checked`,
     );
     assertEquals(await tree(stateDir, { stamps: true }), before, "verify is read-only");
 
@@ -80,7 +106,7 @@ Deno.test("verify: every corrupt record is named, exit 1, nothing moved, the age
     ]);
     assertEquals(statuses.problems.length, statusFiles.length);
     assertEquals((await SandboxStore.open(stateDir)).list(), ["abc123"]);
-    const after = await runCli(["verify", "--state-dir", stateDir]);
+    const after = await runCli(await verifyArgs(stateDir));
     assertEquals(after.code, 0, after.stdout);
   });
 });
@@ -91,7 +117,7 @@ Deno.test("verify --json: findings as {file, problem}, one per bad file", async 
     await plant(join(stateDir, "status"), [
       { name: "ns_torn.json", code: "bad-json", content: '{"version": "v1", "ki' },
     ]);
-    const r = await runCli(["verify", "--json", "--state-dir", stateDir]);
+    const r = await runCli(await verifyArgs(stateDir, "--json"));
     assertEquals(r.code, 1);
     const report = JSON.parse(r.stdout);
     assertEquals(report.sound, false);
@@ -107,7 +133,7 @@ Deno.test("verify reports records and store directories that are not private", a
     await populate(stateDir);
     await Deno.chmod(join(stateDir, "status", "kube-system_etcd.json"), 0o644);
     await Deno.chmod(join(stateDir, "sandboxes"), 0o755);
-    const report = await runChecks({ stateDir });
+    const report = await runChecks(stateDir, checksFor(await configFor(stateDir)));
     assertEquals(report.findings, [
       {
         file: join(stateDir, "status", "kube-system_etcd.json"),
@@ -121,11 +147,11 @@ Deno.test("verify reports records and store directories that are not private", a
 Deno.test("verify: a missing state directory is a finding, not an all-clear", async () => {
   await withStateDir(async (root) => {
     const missing = join(root, "typo");
-    const r = await runCli(["verify", "--state-dir", missing]);
+    const r = await runCli(await verifyArgs(missing));
     assertEquals(r.code, 1);
     assertEquals(
       r.stdout,
-      `${missing}: no such directory\n1 problem in 0 files checked under ${missing}\n`,
+      `${missing}: no such directory\n1 problem in 0 files checked\n`,
     );
   });
 });

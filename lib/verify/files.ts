@@ -1,0 +1,174 @@
+/**
+ * `verify`'s checks of the checkpoint files themselves: the manifests in the inactive and
+ * static-pod dirs, and the stored secret, configmap and downward-API files their hostPath
+ * volumes mount. Read-only, like every check.
+ */
+import { join } from "node:path";
+import { parseValidId } from "../core/ids.ts";
+import { isCheckpoint, type Pod, podId } from "../core/pod.ts";
+import { type FileOwner, fileOwner } from "../core/sanitize.ts";
+import { TEMP_MARKER } from "../disk/atomic_write.ts";
+import { checkpointPaths, type ManifestPaths, readManifestDir } from "../disk/manifests.ts";
+import { type Check, type Finding, modeFinding } from "./check.ts";
+
+const MANIFEST_MODE = 0o600;
+const FILE_MODE = 0o600;
+const DIR_MODE = 0o700;
+
+async function bytesEqual(a: string, b: string): Promise<boolean> {
+  const [x, y] = await Promise.all([Deno.readFile(a), Deno.readFile(b)]);
+  return x.length === y.length && x.every((byte, i) => byte === y[i]);
+}
+
+/** Every inactive manifest is a checkpoint named after itself; every active one matches it. */
+export function manifestCheck(paths: ManifestPaths): Check {
+  return {
+    name: "checkpoint manifests",
+    async run() {
+      const findings: Finding[] = [];
+      const inactive = await readManifestDir(paths.inactiveDir);
+      findings.push(...inactive.problems);
+      for (const m of inactive.manifests) {
+        if (!isCheckpoint(m.pod)) findings.push({ file: m.file, problem: "not a checkpoint" });
+        else if (!m.ours) {
+          findings.push({ file: m.file, problem: `not named after its pod ${podId(m.pod)}` });
+        }
+        findings.push(
+          ...modeFinding(m.file, (await Deno.stat(m.file)).mode! & 0o7777, MANIFEST_MODE),
+        );
+      }
+      // In the static-pod dir only our checkpoints are ours to judge.
+      const active = await readManifestDir(paths.staticPodDir);
+      let checked = inactive.manifests.length + inactive.problems.length;
+      for (const m of active.manifests) {
+        if (!m.ours || !isCheckpoint(m.pod)) continue;
+        checked++;
+        const source = checkpointPaths(paths, podId(m.pod)).inactiveManifest;
+        const same = await bytesEqual(m.file, source).catch(() => undefined);
+        if (same === undefined) {
+          findings.push({
+            file: m.file,
+            problem: "active checkpoint without an inactive manifest",
+          });
+        } else if (!same) {
+          findings.push({ file: m.file, problem: `differs from ${source}` });
+        }
+      }
+      return { checked, findings };
+    },
+  };
+}
+
+/** Walks one stored directory: only regular files 0600 and directories 0700 of the owner. */
+async function checkTree(path: string, owner: FileOwner, findings: Finding[]): Promise<number> {
+  const info = await Deno.lstat(path);
+  const mode = info.mode! & 0o7777;
+  const kind = info.isDirectory ? "dir" : info.isFile ? "file" : "other";
+  if (kind === "other") {
+    findings.push({ file: path, problem: "neither a regular file nor a directory" });
+    return 1;
+  }
+  if (kind === "file" && path.includes(TEMP_MARKER)) {
+    findings.push({ file: path, problem: "leftover temp file of an interrupted write" });
+  }
+  findings.push(...modeFinding(path, mode, kind === "dir" ? DIR_MODE : FILE_MODE));
+  const { uid, gid } = owner;
+  if (info.uid !== uid || info.gid !== gid) {
+    findings.push({
+      file: path,
+      problem: `owned by ${info.uid}:${info.gid}, expected ${uid}:${gid}`,
+    });
+  }
+  let checked = 1;
+  if (kind === "dir") {
+    for await (const entry of Deno.readDir(path)) {
+      checked += await checkTree(join(path, entry.name), owner, findings);
+    }
+  }
+  return checked;
+}
+
+function hostPaths(pod: Pod): string[] {
+  const volumes = (pod.spec as { volumes?: { hostPath?: { path?: unknown } }[] } | undefined)
+    ?.volumes ?? [];
+  return volumes.flatMap((v) => typeof v.hostPath?.path === "string" ? [v.hostPath.path] : []);
+}
+
+async function exists(path: string): Promise<boolean> {
+  return await Deno.lstat(path).then(() => true, () => false);
+}
+
+/** What a pod's file directory holds beyond the volumes its checkpoint mounts. */
+async function unmounted(dir: string, mounted: Set<string>): Promise<string[]> {
+  if (!await exists(dir)) return [];
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    const path = join(dir, entry.name);
+    if (mounted.has(path)) continue;
+    const leadsToMounted = [...mounted].some((m) => m.startsWith(`${path}/`));
+    if (entry.isDirectory && leadsToMounted) out.push(...await unmounted(path, mounted));
+    else out.push(path);
+  }
+  return out;
+}
+
+/** Direct children of `<base>/<ns>/`: the per-pod directories of stored files. */
+async function podDirsUnder(base: string): Promise<string[]> {
+  const out: string[] = [];
+  if (!await exists(base)) return out;
+  for await (const ns of Deno.readDir(base)) {
+    if (!ns.isDirectory) continue;
+    for await (const pod of Deno.readDir(join(base, ns.name))) {
+      out.push(join(base, ns.name, pod.name));
+    }
+  }
+  return out;
+}
+
+/** The stored files every checkpoint mounts exist, are private, and belong to its pod's user. */
+export function storedFilesCheck(paths: ManifestPaths): Check {
+  return {
+    name: "stored secret and configmap files",
+    async run() {
+      const findings: Finding[] = [];
+      let checked = 0;
+      const podDirs = new Set<string>();
+      const bases = [paths.secretsDir, paths.configmapsDir];
+      for (const m of (await readManifestDir(paths.inactiveDir)).manifests) {
+        const id = podId(m.pod);
+        if (!isCheckpoint(m.pod) || !parseValidId(id)) continue;
+        const p = checkpointPaths(paths, id);
+        podDirs.add(p.secretsDir).add(p.configmapsDir);
+        const owner = fileOwner(m.pod);
+        if ("error" in owner) {
+          findings.push({ file: m.file, problem: owner.error });
+          continue;
+        }
+        const mounted = new Set(
+          hostPaths(m.pod).filter((dir) => bases.some((base) => dir.startsWith(`${base}/`))),
+        );
+        for (
+          const path of [
+            ...await unmounted(p.secretsDir, mounted),
+            ...await unmounted(p.configmapsDir, mounted),
+          ]
+        ) {
+          findings.push({ file: path, problem: `not mounted by ${id}` });
+        }
+        for (const dir of mounted) {
+          if (!await exists(dir)) {
+            findings.push({ file: dir, problem: `mounted by ${id} but not stored yet` });
+            continue;
+          }
+          checked += await checkTree(dir, owner, findings);
+        }
+      }
+      for (const base of bases) {
+        for (const dir of await podDirsUnder(base)) {
+          if (!podDirs.has(dir)) findings.push({ file: dir, problem: "belongs to no checkpoint" });
+        }
+      }
+      return { checked, findings };
+    },
+  };
+}
