@@ -8,7 +8,13 @@ import { compareIds, splitId } from "./ids.ts";
 import type { PassInput, PassResult } from "./pass.ts";
 import { type Pod, PodSchema } from "./pod.ts";
 import { type SelfIdentity, SelfIdentitySchema } from "./self.ts";
-import { type CheckpointState, isGraceState, STATE_NAMES, type StateName } from "./state.ts";
+import {
+  type CheckpointState,
+  graceEndProblem,
+  isGraceState,
+  STATE_NAMES,
+  type StateName,
+} from "./state.ts";
 import { formatInstant, type Instant, parseInstant, secondsToDuration } from "./time.ts";
 import { formatSchemaError } from "./schema_error.ts";
 
@@ -32,21 +38,8 @@ const StateEntrySchema = z.object({
   }),
   graceEnd: Timestamp.optional(),
 }).strict().superRefine((entry, ctx) => {
-  const grace = isGraceState(entry.state as StateName);
-  if (grace && entry.graceEnd === undefined) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["graceEnd"],
-      message: `required for state ${entry.state}`,
-    });
-  }
-  if (!grace && entry.graceEnd !== undefined) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["graceEnd"],
-      message: `only inactive-grace and active-grace have a deadline, not ${entry.state}`,
-    });
-  }
+  const problem = graceEndProblem(entry.state as StateName, entry.graceEnd !== undefined);
+  if (problem) ctx.addIssue({ code: "custom", path: ["graceEnd"], message: problem });
 });
 
 const PodList = z.array(PodSchema);

@@ -107,3 +107,12 @@ export function sameState(a: CheckpointState, b: CheckpointState): boolean {
   return a.name === b.name && ("graceEnd" in a ? a.graceEnd : undefined) ===
       ("graceEnd" in b ? b.graceEnd : undefined);
 }
+
+/** What is wrong with a state as written in a document, if anything: a deadline exactly for grace. */
+export function graceEndProblem(state: StateName, hasGraceEnd: boolean): string | undefined {
+  if (isGraceState(state) && !hasGraceEnd) return `required for state ${state}`;
+  if (!isGraceState(state) && hasGraceEnd) {
+    return `only inactive-grace and active-grace have a deadline, not ${state}`;
+  }
+  return undefined;
+}

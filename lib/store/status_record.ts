@@ -5,7 +5,13 @@
  * on every read and never stored; `removing` lives in memory only.
  */
 import { z } from "zod";
-import { type CheckpointState, isGraceState, STATE_NAMES, type StateName } from "../core/state.ts";
+import {
+  type CheckpointState,
+  graceEndProblem,
+  isGraceState,
+  STATE_NAMES,
+  type StateName,
+} from "../core/state.ts";
 import { parseInstant } from "../core/time.ts";
 import { parseValidId } from "../core/ids.ts";
 import { STATUS_DIR, statusFileName, statusIdOfFileName } from "./layout.ts";
@@ -35,21 +41,8 @@ export const StoredStatusSchema = z.object({
   reason: z.string(),
   message: z.string(),
 }).strict().superRefine((record, ctx) => {
-  const grace = isGraceState(record.state);
-  if (grace && record.graceEnd === undefined) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["graceEnd"],
-      message: `required for state ${record.state}`,
-    });
-  }
-  if (!grace && record.graceEnd !== undefined) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["graceEnd"],
-      message: `only inactive-grace and active-grace have a deadline, not ${record.state}`,
-    });
-  }
+  const problem = graceEndProblem(record.state as StateName, record.graceEnd !== undefined);
+  if (problem) ctx.addIssue({ code: "custom", path: ["graceEnd"], message: problem });
 });
 
 /** Exactly what is written to disk. */
