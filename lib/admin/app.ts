@@ -13,7 +13,9 @@ import type { Clock, Instant } from "../core/time.ts";
 import type { Daemon } from "../daemon.ts";
 import type { Logger } from "../log.ts";
 import { InvalidIdError, sandboxIdProblem } from "../store/layout.ts";
+import type { StatusView } from "../store/status_record.ts";
 import { limitBody, MAX_BODY_BYTES } from "./body_limit.ts";
+import { isLoopbackHostHeader } from "./listen.ts";
 import type { AdminMetrics } from "./metrics.ts";
 import { liveness, readiness } from "./probes.ts";
 import type { AdminToken } from "./token.ts";
@@ -27,9 +29,11 @@ export interface AdminAppOptions {
   log: Logger;
   /** When the daemon started: the heartbeat is measured from here until the first pass ends. */
   startedAt: Instant;
+  /** Served on a loopback address: requests must name it so (see isLoopbackHostHeader). */
+  loopbackHostOnly: boolean;
 }
 
-type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 413 | 500 | 503;
+type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 413 | 421 | 500 | 503;
 
 function fail(c: Context, status: ErrorStatus, error: string, headers?: Record<string, string>) {
   return c.json({ error }, status, headers);
@@ -76,6 +80,15 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
       durationMs: Math.round((performance.now() - started) * 10) / 10,
     });
   });
+  if (opts.loopbackHostOnly) {
+    app.use(async (c, next) => {
+      const host = c.req.header("host");
+      if (host !== undefined && !isLoopbackHostHeader(host)) {
+        return fail(c, 421, "this endpoint answers only requests addressed to a loopback host");
+      }
+      return await next();
+    });
+  }
   app.use(limitBody(
     MAX_BODY_BYTES,
     (c) => fail(c, 413, `request body larger than ${MAX_BODY_BYTES} bytes`),
@@ -113,7 +126,7 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
   route("GET", "/v1/checkpoints/:namespace/:name", (c) => {
     const id = `${c.req.param("namespace") ?? ""}/${c.req.param("name") ?? ""}`;
     if (!parseValidId(id)) return fail(c, 400, BAD_CHECKPOINT_ID);
-    let record;
+    let record: StatusView | undefined;
     try {
       record = daemon.stores.status.get(id);
     } catch (e) {

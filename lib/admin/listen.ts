@@ -39,6 +39,15 @@ export function isLoopbackHost(hostname: string): boolean {
   return v6 === "::1" || /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(v6);
 }
 
+/**
+ * Whether an HTTP Host header names this machine by a loopback name. A browser that a web page
+ * led to the endpoint by DNS rebinding sends the page's host name instead.
+ */
+export function isLoopbackHostHeader(host: string): boolean {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::\d{1,5})?$/.exec(host);
+  return m !== null && isLoopbackHost(m[1] ?? m[2]);
+}
+
 export function formatListenAddress(address: ListenAddress): string {
   switch (address.kind) {
     case "off":

@@ -9,7 +9,7 @@ import type { Clock } from "../core/time.ts";
 import type { Daemon } from "../daemon.ts";
 import type { Logger } from "../log.ts";
 import { createAdminApp } from "./app.ts";
-import { formatListenAddress, type ListenAddress } from "./listen.ts";
+import { formatListenAddress, isLoopbackHost, type ListenAddress } from "./listen.ts";
 import { AdminMetrics } from "./metrics.ts";
 import { AdminToken } from "./token.ts";
 
@@ -118,7 +118,15 @@ export async function startAdminServer(opts: AdminServerOptions): Promise<AdminS
   const wanted = formatListenAddress(listen);
   const metrics = new AdminMetrics(daemon);
   const token = await AdminToken.load(daemon.config.adminTokenFile, log);
-  const app = createAdminApp({ daemon, metrics, token, clock, log, startedAt: clock.now() });
+  const app = createAdminApp({
+    daemon,
+    metrics,
+    token,
+    clock,
+    log,
+    startedAt: clock.now(),
+    loopbackHostOnly: listen.kind === "tcp" && isLoopbackHost(listen.hostname),
+  });
   const handler = (request: Request) => app.fetch(request);
   const onError = (e: unknown) => {
     log.error("admin: request failed", { error: e as Error });

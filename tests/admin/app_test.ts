@@ -308,6 +308,23 @@ Deno.test("413 for bodies over 64 KiB, by Content-Length and by the bytes actual
   });
 });
 
+Deno.test("on loopback, a request naming another host is refused with 421 (DNS rebinding)", async () => {
+  await withServedDaemon({}, async (f) => {
+    const port = f.server.address.split(":")[1];
+    for (const host of ["evil.example", `evil.example:${port}`, `192.0.2.1:${port}`, "[::2]"]) {
+      const answer = await f.raw(`GET /v1/checkpoints HTTP/1.1\r\nHost: ${host}`);
+      assertEquals([host, answer.status], [host, 421]);
+      assertEquals(JSON.parse(answer.body), {
+        error: "this endpoint answers only requests addressed to a loopback host",
+      });
+    }
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, "[::1]", "127.0.0.2"]) {
+      const answer = await f.raw(`GET /v1/checkpoints HTTP/1.1\r\nHost: ${host}`);
+      assertEquals([host, answer.status], [host, 200]);
+    }
+  });
+});
+
 Deno.test("an internal error answers 500 internal error, with no stack, and is logged", async () => {
   await withServedDaemon({}, async (f) => {
     // The static-pod dir replaced by a file: reading it fails in a way a pass does not expect.

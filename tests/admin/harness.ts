@@ -183,7 +183,10 @@ function dechunk(body: string): string {
   }
 }
 
-/** `head` is the request line and headers without the final blank line; Connection: close. */
+/**
+ * `head` is the request line and headers without the final blank line; Host (unless given) and
+ * Connection: close are added.
+ */
 export async function rawRequest(
   listen: ServedFixture["listen"],
   address: string,
@@ -197,7 +200,8 @@ export async function rawRequest(
       port: Number(address.slice(address.lastIndexOf(":") + 1)),
     });
   try {
-    const text = `${head}\r\nHost: localhost\r\nConnection: close\r\n\r\n`;
+    const host = /\r\nHost:/i.test(head) ? "" : "\r\nHost: localhost";
+    const text = `${head}${host}\r\nConnection: close\r\n\r\n`;
     await writeAll(conn, new TextEncoder().encode(text));
     // The server may answer (413) and close before it has read everything.
     if (body) await writeAll(conn, body).catch(() => {});

@@ -73,6 +73,8 @@ Deno.test("unix socket: real requests, and the socket is removed at shutdown", a
     const list = await (await f.request("/v1/checkpoints")).json();
     assertEquals(list.checkpoints.length, 3);
     assertEquals((await f.raw("GET /v1/checkpoints/%2e%2e/x HTTP/1.1")).status, 400);
+    // No browser reaches a unix socket: the Host header is not checked there.
+    assertEquals((await f.raw("GET /healthz HTTP/1.1\r\nHost: agent.example")).status, 200);
     assertEquals((await f.request("/nope")).status, 404);
     await f.server.close();
     await rejects(Deno.lstat(socketPath(f)), Deno.errors.NotFound);
