@@ -16,7 +16,6 @@ import { AdminToken } from "./token.ts";
 export interface AdminServer {
   /** Where it listens, as `host:port` (the real port when 0 was asked) or `unix:/path`. */
   readonly address: string;
-  readonly metrics: AdminMetrics;
   /** Stops accepting, waits for requests under way, and removes its unix socket. */
   close(): Promise<void>;
 }
@@ -155,7 +154,6 @@ export async function startAdminServer(opts: AdminServerOptions): Promise<AdminS
   log.info("admin: listening", { address });
   return {
     address,
-    metrics,
     async close() {
       await server.shutdown();
       if (listen.kind === "unix" && socketInode !== null) {
