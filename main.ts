@@ -8,6 +8,7 @@ import { planCommand } from "./lib/commands/plan.ts";
 import { verifyCommand } from "./lib/commands/verify.ts";
 import { runCommand } from "./lib/commands/run.ts";
 import { snapshotCommand } from "./lib/commands/snapshot.ts";
+import { statusCommand } from "./lib/commands/status.ts";
 
 const USAGE = `usage: ckpt-agent [command] [flags]
 
@@ -15,6 +16,9 @@ commands:
   run [flags]              the daemon: a pass every poll interval (the default command)
   --once [--dry-run] [--output text|json]
                            one pass, for runbooks (exit 0 complete, 1 degraded, 2 config, 3 locked)
+  status [--output text|json]
+                           the checkpoints and their states, from the running agent (its admin
+                           endpoint) or else from the state directory
   snapshot [flags]         print the live observations as a plan snapshot
   plan --snapshot FILE|-   print the plan of one pass over a recorded snapshot
   config [--config FILE]   check the configuration and print the effective one as YAML
@@ -24,6 +28,7 @@ type Command = (args: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, Command> = {
   run: runCommand,
+  status: statusCommand,
   snapshot: snapshotCommand,
   plan: planCommand,
   config: configCommand,

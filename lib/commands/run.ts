@@ -9,6 +9,8 @@ import {
   trackedFromDisk,
   trackedFromStore,
 } from "../agent.ts";
+import { adminListenAddress, type ListenAddress } from "../admin/listen.ts";
+import { serveAdmin } from "../admin/server.ts";
 import type { Options } from "../cli/args.ts";
 import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "../cli/errors.ts";
 import { loadConfig } from "../config/load.ts";
@@ -61,8 +63,11 @@ export function logPassSummary(log: Logger, report: PassReport) {
   else log.warn("pass degraded", fields);
 }
 
-/** The daemon until SIGTERM or SIGINT; the pass under way always finishes. */
-async function runDaemon(daemon: Daemon, log: Logger) {
+/**
+ * The daemon until SIGTERM or SIGINT; the pass under way always finishes, and the admin endpoint
+ * stops after it.
+ */
+async function runDaemon(daemon: Daemon, adminListen: ListenAddress, log: Logger) {
   const stop = new AbortController();
   const onSignal = () => {
     log.info("stopping after the current pass");
@@ -72,10 +77,12 @@ async function runDaemon(daemon: Daemon, log: Logger) {
   for (const signal of signals) Deno.addSignalListener(signal, onSignal);
   daemon.onPass((report) => logPassSummary(log, report));
   log.info("started", { node: daemon.config.nodeName, pollInterval: daemon.config.pollIntervalMs });
+  const admin = await serveAdmin({ daemon, listen: adminListen, clock: systemClock, log });
   try {
     await daemon.loop(stop.signal);
   } finally {
     for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
+    await admin?.close();
   }
   log.info("stopped");
 }
@@ -86,6 +93,8 @@ export async function runCommand(args: string[]): Promise<number> {
   const once = extra.once === true;
   const dryRun = extra["dry-run"] === true;
   if (dryRun && !once) throw new UsageError("--dry-run: only with --once");
+  // Refused before anything starts: a configuration error, not a runtime one.
+  const adminListen = once ? undefined : adminListenAddress(config);
   const log = createLogger();
   const sources = await connectNode(config);
   const agent = new Agent({ config, sources, clock: systemClock, log });
@@ -105,8 +114,9 @@ export async function runCommand(args: string[]): Promise<number> {
     }
     try {
       const stores = await openStores(config.stateDir, log);
-      if (!once) {
-        await runDaemon(new Daemon({ agent, stores, config, clock: systemClock, log }), log);
+      if (adminListen) {
+        const daemon = new Daemon({ agent, stores, config, clock: systemClock, log });
+        await runDaemon(daemon, adminListen, log);
         return EXIT_OK;
       }
       const report = await agent.pass(stores, trackedFromStore(stores.status));

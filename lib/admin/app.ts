@@ -1,0 +1,208 @@
+/**
+ * The admin endpoint's Hono app: probes, metrics, read-only views of the stores, the plan of the
+ * next pass, and one mutating request (run a pass now) behind a bearer token. docs/admin.md
+ * documents every route and answer.
+ *
+ * Every answer is JSON except /metrics; every error is `{"error": "..."}` with no stack trace;
+ * every request is logged as one line. Ids are validated before any lookup.
+ */
+import { type Context, type Handler, Hono } from "hono";
+import type { PassReport } from "../agent.ts";
+import { parseValidId } from "../core/ids.ts";
+import type { Clock, Instant } from "../core/time.ts";
+import type { Daemon } from "../daemon.ts";
+import type { Logger } from "../log.ts";
+import { InvalidIdError, sandboxIdProblem } from "../store/layout.ts";
+import type { StatusView } from "../store/status_record.ts";
+import { limitBody, MAX_BODY_BYTES } from "./body_limit.ts";
+import { isLoopbackHostHeader } from "./listen.ts";
+import type { AdminMetrics } from "./metrics.ts";
+import { liveness, readiness } from "./probes.ts";
+import type { AdminToken } from "./token.ts";
+import { checkpointView, type SandboxView } from "./views.ts";
+
+export interface AdminAppOptions {
+  daemon: Daemon;
+  metrics: AdminMetrics;
+  token: AdminToken;
+  clock: Clock;
+  log: Logger;
+  /** When the daemon started: the heartbeat is measured from here until the first pass ends. */
+  startedAt: Instant;
+  /** Served on a loopback address: requests must name it so (see isLoopbackHostHeader). */
+  loopbackHostOnly: boolean;
+}
+
+type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 413 | 421 | 500 | 503;
+
+function fail(c: Context, status: ErrorStatus, error: string, headers?: Record<string, string>) {
+  return c.json({ error }, status, headers);
+}
+
+/** The path as the client sent it (not decoded, not normalized), cut short for the log. */
+function rawPath(url: string): string {
+  const start = url.indexOf("/", url.indexOf("://") + 3);
+  const query = url.indexOf("?", start);
+  const path = url.slice(start, query === -1 ? undefined : query);
+  return path.length > 256 ? `${path.slice(0, 256)}…` : path;
+}
+
+const BAD_CHECKPOINT_ID =
+  "bad checkpoint id: expected /v1/checkpoints/<namespace>/<name> with Kubernetes names";
+
+type Method = "GET" | "POST";
+
+/** Hono answers HEAD with its GET route. */
+function allowHeader(methods: Set<Method>): string {
+  return [...methods].flatMap((m) => m === "GET" ? ["GET", "HEAD"] : [m]).join(", ");
+}
+
+export function createAdminApp(opts: AdminAppOptions): Hono {
+  const { daemon, metrics, token, clock, log } = opts;
+  const app = new Hono();
+  /** Every method each known path answers, for the 405s registered after all routes. */
+  const known = new Map<string, Set<Method>>();
+  const route = (method: Method, path: string, handler: Handler) => {
+    if (!known.has(path)) known.set(path, new Set());
+    known.get(path)!.add(method);
+    app.on(method, path, handler);
+  };
+
+  app.use(async (c, next) => {
+    const started = performance.now();
+    await next();
+    c.header("Cache-Control", "no-store");
+    c.header("X-Content-Type-Options", "nosniff");
+    log.info("admin request", {
+      method: c.req.method,
+      path: rawPath(c.req.url),
+      status: c.res.status,
+      durationMs: Math.round((performance.now() - started) * 10) / 10,
+    });
+  });
+  if (opts.loopbackHostOnly) {
+    app.use(async (c, next) => {
+      const host = c.req.header("host");
+      if (host !== undefined && !isLoopbackHostHeader(host)) {
+        return fail(c, 421, "this endpoint answers only requests addressed to a loopback host");
+      }
+      return await next();
+    });
+  }
+  app.use(limitBody(
+    MAX_BODY_BYTES,
+    (c) => fail(c, 413, `request body larger than ${MAX_BODY_BYTES} bytes`),
+  ));
+
+  route("GET", "/healthz", (c) => {
+    const live = liveness(clock.now(), {
+      lastTick: daemon.lastTick,
+      startedAt: opts.startedAt,
+      pollIntervalMs: daemon.config.pollIntervalMs,
+    });
+    if (live.healthy) return c.json({ status: "ok", ...live });
+    return c.json({
+      error:
+        `the loop has not ticked for ${live.secondsSinceTick} s (limit ${live.limitSeconds} s)`,
+      ...live,
+    }, 503);
+  });
+
+  route("GET", "/readyz", (c) => {
+    const ready = readiness(daemon.lastReport, daemon.lastCompletePassAt);
+    if (ready.ready) return c.json({ status: "ready", ...ready });
+    return fail(c, 503, ready.reason);
+  });
+
+  route("GET", "/metrics", async (c) => {
+    return c.body(await metrics.text(), 200, { "Content-Type": metrics.contentType });
+  });
+
+  route("GET", "/v1/checkpoints", (c) => {
+    const checkpoints = daemon.stores.status.list().map((r) => checkpointView(r, daemon.config));
+    return c.json({ checkpoints });
+  });
+
+  route("GET", "/v1/checkpoints/:namespace/:name", (c) => {
+    const id = `${c.req.param("namespace") ?? ""}/${c.req.param("name") ?? ""}`;
+    if (!parseValidId(id)) return fail(c, 400, BAD_CHECKPOINT_ID);
+    let record: StatusView | undefined;
+    try {
+      record = daemon.stores.status.get(id);
+    } catch (e) {
+      // Valid names, but together too long to name a record file: no such checkpoint can exist.
+      if (e instanceof InvalidIdError) return fail(c, 400, BAD_CHECKPOINT_ID);
+      throw e;
+    }
+    if (!record) return fail(c, 404, `no checkpoint ${id}`);
+    return c.json(checkpointView(record, daemon.config));
+  });
+
+  // Any other shape under /v1/checkpoints/ (one segment, three, an encoded slash) is a bad id.
+  route("GET", "/v1/checkpoints/*", (c) => fail(c, 400, BAD_CHECKPOINT_ID));
+
+  route("GET", "/v1/sandboxes", (c) => {
+    const sandboxes: SandboxView[] = daemon.stores.sandboxes.list().map((id) => ({
+      id,
+      checkpoint: daemon.stores.sandboxes.get(id)!,
+    }));
+    return c.json({ sandboxes });
+  });
+
+  route("GET", "/v1/sandboxes/:id", (c) => {
+    const id = c.req.param("id") ?? "";
+    const problem = sandboxIdProblem(id);
+    if (problem) return fail(c, 400, `bad sandbox id: ${problem}`);
+    const checkpoint = daemon.stores.sandboxes.get(id);
+    if (!checkpoint) return fail(c, 404, `no sandbox checkpoint ${id}`);
+    return c.json({ id, checkpoint } satisfies SandboxView);
+  });
+
+  route("GET", "/v1/sandboxes/*", (c) => fail(c, 400, "bad sandbox id: expected one path segment"));
+
+  // Concurrent plan requests share one dry run: asking the node is not free.
+  let planning: Promise<PassReport> | undefined;
+  route("GET", "/v1/plan", async (c) => {
+    planning ??= daemon.dryRun().finally(() => planning = undefined);
+    const report = await planning;
+    return c.json({
+      complete: report.complete,
+      failures: report.failures,
+      plan: report.plan,
+      changes: report.changes,
+    });
+  });
+
+  route("POST", "/v1/reconcile", async (c) => {
+    const challenge = { "WWW-Authenticate": 'Bearer realm="ckpt-agent"' };
+    switch (await token.authorize(c.req.header("authorization"))) {
+      case "disabled":
+        return fail(c, 403, "mutating requests are disabled on this agent (its log says why)");
+      case "missing":
+        return fail(c, 401, "missing bearer token", challenge);
+      case "wrong":
+        return fail(c, 401, "wrong token", challenge);
+      case "ok":
+        return c.json(await daemon.runPass());
+    }
+  });
+
+  for (const [path, methods] of known) {
+    const allow = allowHeader(methods);
+    app.all(
+      path,
+      (c) => fail(c, 405, `${c.req.method} not allowed; use ${allow}`, { Allow: allow }),
+    );
+  }
+  app.notFound((c) => fail(c, 404, "not found"));
+  app.onError((err, c) => {
+    log.error("admin: request failed", {
+      method: c.req.method,
+      path: rawPath(c.req.url),
+      error: err.message,
+      stack: err.stack,
+    });
+    return fail(c, 500, "internal error");
+  });
+  return app;
+}

@@ -1,0 +1,42 @@
+/**
+ * A client of a running agent's admin endpoint, over TCP or its unix socket, for commands such
+ * as `ckpt-agent status`.
+ */
+import { connectAddress, formatListenAddress, type ListenAddress } from "./listen.ts";
+
+/** The endpoint answers from memory: a slower answer means the agent is stuck. */
+export const ADMIN_CLIENT_TIMEOUT_MS = 5_000;
+
+export interface AdminReply {
+  status: number;
+  body: unknown;
+}
+
+/** GETs `path` and parses the JSON answer; throws when no answer (or no JSON) comes back. */
+export async function adminGetJson(
+  listen: Exclude<ListenAddress, { kind: "off" }>,
+  path: string,
+  timeoutMs = ADMIN_CLIENT_TIMEOUT_MS,
+): Promise<AdminReply> {
+  const target = connectAddress(listen);
+  const client = target.kind === "unix"
+    ? Deno.createHttpClient({ proxy: { transport: "unix", path: target.path } })
+    : undefined;
+  // Over a unix socket the host is not used; the path and headers are what the server sees.
+  const origin = target.kind === "unix"
+    ? "http://localhost"
+    : `http://${formatListenAddress(target)}`;
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(new Error(`no answer in ${timeoutMs} ms`)), timeoutMs);
+  try {
+    const response = await fetch(`${origin}${path}`, {
+      signal: abort.signal,
+      headers: { accept: "application/json" },
+      ...(client ? { client } : {}),
+    });
+    return { status: response.status, body: await response.json() };
+  } finally {
+    clearTimeout(timer);
+    client?.close();
+  }
+}

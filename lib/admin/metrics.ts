@@ -1,0 +1,176 @@
+/**
+ * The agent's Prometheus metrics, on a registry of its own (never prom-client's global one, so
+ * two daemons in one process — as in tests — never share counters).
+ *
+ * Counters and the duration histogram are fed by every pass the daemon runs (`onPass`); gauges
+ * that describe the present (checkpoints by state, sandbox checkpoints, last pass times) are read
+ * from the daemon when scraped, so they are never stale.
+ *
+ * prom-client's default metrics are left out: under Deno the `nodejs_*` series describe Node
+ * internals Deno only emulates (active handles and requests always read 0), and process CPU and
+ * memory are already measured per unit by systemd's cgroup accounting. The two process gauges
+ * an alert needs from the process itself — when it started and how much memory it holds — are
+ * exported directly.
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { PassReport } from "../agent.ts";
+import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
+import type { Daemon } from "../daemon.ts";
+import { STATUS_STATES } from "../store/status_record.ts";
+
+const PREFIX = "ckpt_agent_";
+
+/** From a fast local pass (milliseconds) to one that waited on a runtime timeout (minutes). */
+export const PASS_DURATION_BUCKETS = [
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  30,
+  60,
+  120,
+];
+
+export type PassResultLabel = "complete" | "degraded";
+
+function seconds(t: Instant | undefined): number {
+  return t === undefined ? 0 : Number(t / NANOS_PER_MILLI) / 1000;
+}
+
+export class AdminMetrics {
+  readonly registry = new Registry();
+  readonly #passes: Counter<"result">;
+  readonly #duration: Histogram;
+  readonly #transitions: Counter<"from" | "to">;
+  readonly #sourceErrors: Counter<"source" | "kind">;
+  readonly #writeErrors: Counter<"op">;
+  readonly #bytesWritten: Counter;
+
+  /** Registers the metrics and subscribes to the daemon's passes. */
+  constructor(daemon: Daemon) {
+    const registers = [this.registry];
+    this.#passes = new Counter({
+      name: `${PREFIX}passes_total`,
+      help: "Passes run, by result: complete (every source answered, every write succeeded) " +
+        "or degraded.",
+      labelNames: ["result"],
+      registers,
+    });
+    for (const result of ["complete", "degraded"] as const) this.#passes.inc({ result }, 0);
+    this.#duration = new Histogram({
+      name: `${PREFIX}pass_duration_seconds`,
+      help: "How long a pass took, from observing the node to persisting its status.",
+      buckets: PASS_DURATION_BUCKETS,
+      registers,
+    });
+    this.#transitions = new Counter({
+      name: `${PREFIX}state_transitions_total`,
+      help: "Checkpoint state changes, by the state left and the state entered.",
+      labelNames: ["from", "to"],
+      registers,
+    });
+    this.#sourceErrors = new Counter({
+      name: `${PREFIX}source_errors_total`,
+      help: "Passes in which a source did not answer, by source and kind of failure.",
+      labelNames: ["source", "kind"],
+      registers,
+    });
+    this.#writeErrors = new Counter({
+      name: `${PREFIX}write_errors_total`,
+      help: "Writes a pass could not make, by operation.",
+      labelNames: ["op"],
+      registers,
+    });
+    this.#bytesWritten = new Counter({
+      name: `${PREFIX}file_bytes_written_total`,
+      help: "Bytes of checkpointed secret and configmap files written.",
+      registers,
+    });
+    this.#readAtScrape(`${PREFIX}checkpoints`, "Tracked checkpoints, by state.", ["state"], (g) => {
+      const counts = new Map<string, number>(STATUS_STATES.map((state) => [state, 0]));
+      for (const record of daemon.stores.status.list()) {
+        counts.set(record.state, (counts.get(record.state) ?? 0) + 1);
+      }
+      for (const [state, n] of counts) g.set({ state }, n);
+    });
+    this.#readAtScrape(
+      `${PREFIX}sandbox_checkpoints`,
+      "Pod sandboxes of active checkpoints with a stored sandbox checkpoint.",
+      [],
+      (g) => g.set(daemon.stores.sandboxes.list().length),
+    );
+    this.#readAtScrape(
+      `${PREFIX}last_pass_timestamp_seconds`,
+      "When the last pass finished, complete or not (0: none yet).",
+      [],
+      (g) => g.set(seconds(daemon.lastTick)),
+    );
+    this.#readAtScrape(
+      `${PREFIX}last_complete_pass_timestamp_seconds`,
+      "When the last complete pass finished (0: none yet).",
+      [],
+      (g) => g.set(seconds(daemon.lastCompletePassAt)),
+    );
+    new Gauge({
+      name: "process_start_time_seconds",
+      help: "Start time of the process since the Unix epoch, in seconds.",
+      registers,
+    }).set(Math.round(performance.timeOrigin) / 1000);
+    this.#readAtScrape(
+      "process_resident_memory_bytes",
+      "Resident memory size in bytes.",
+      [],
+      (g) => g.set(Deno.memoryUsage().rss),
+    );
+    // The listener must never throw: it runs inside the daemon's pass.
+    daemon.onPass((report) => this.observe(report));
+  }
+
+  /** A gauge whose value is read from the daemon each time it is scraped. */
+  #readAtScrape<L extends string>(
+    name: string,
+    help: string,
+    labelNames: L[],
+    read: (gauge: Gauge<L>) => void,
+  ) {
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [this.registry],
+      collect() {
+        read(this);
+      },
+    });
+  }
+
+  /** Counts one finished pass. */
+  observe(report: PassReport) {
+    this.#passes.inc({ result: report.complete ? "complete" : "degraded" });
+    this.#duration.observe(report.durationMs / 1000);
+    for (const change of report.changes) {
+      this.#transitions.inc({ from: change.from, to: change.to });
+    }
+    for (const failure of report.failures) {
+      this.#sourceErrors.inc({ source: failure.source, kind: failure.kind });
+    }
+    for (const error of report.errors) this.#writeErrors.inc({ op: error.op });
+    this.#bytesWritten.inc(report.bytesWritten);
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** The exposition text, with every gauge read now. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+}

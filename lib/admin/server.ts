@@ -1,0 +1,188 @@
+/**
+ * Serves the admin app with Deno.serve on TCP or on a unix socket, for as long as the daemon
+ * runs. A unix socket's path is prepared carefully: a stale socket (one nobody answers on) is
+ * removed, anything else found there is left alone and the endpoint is not started; the socket
+ * is removed again on shutdown if it is still ours.
+ */
+import { dirname, join } from "node:path";
+import type { Clock } from "../core/time.ts";
+import type { Daemon } from "../daemon.ts";
+import type { Logger } from "../log.ts";
+import { createAdminApp } from "./app.ts";
+import { formatListenAddress, isLoopbackHost, type ListenAddress } from "./listen.ts";
+import { AdminMetrics } from "./metrics.ts";
+import { AdminToken } from "./token.ts";
+
+export interface AdminServer {
+  /** Where it listens, as `host:port` (the real port when 0 was asked) or `unix:/path`. */
+  readonly address: string;
+  /** Stops accepting, waits for requests under way, and removes its unix socket. */
+  close(): Promise<void>;
+}
+
+export interface AdminServerOptions {
+  daemon: Daemon;
+  listen: Exclude<ListenAddress, { kind: "off" }>;
+  clock: Clock;
+  log: Logger;
+}
+
+export class AdminListenError extends Error {
+  override name = "AdminListenError";
+}
+
+/** Whether something accepts connections on the socket at `path`. */
+async function answers(path: string): Promise<boolean> {
+  try {
+    const conn = await Deno.connect({ transport: "unix", path });
+    conn.close();
+    return true;
+  } catch (e) {
+    if (e instanceof Deno.errors.ConnectionRefused || e instanceof Deno.errors.NotFound) {
+      return false;
+    }
+    throw new AdminListenError(`unix:${path}: cannot tell whether it is in use: ${e}`);
+  }
+}
+
+/** Makes `path` free for a new socket, or says why it is not ours to take. */
+async function clearStaleSocket(path: string, log: Logger) {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.lstat(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return;
+    throw new AdminListenError(`unix:${path}: ${(e as Error).message}`);
+  }
+  if (!info.isSocket) {
+    throw new AdminListenError(`unix:${path}: exists and is not a socket; it is left alone`);
+  }
+  if (await answers(path)) {
+    throw new AdminListenError(`unix:${path}: another process is listening on it`);
+  }
+  await Deno.remove(path);
+  log.info("admin: removed a stale socket", { path });
+}
+
+/**
+ * Deno.serve unlinks whatever is at its socket path when it shuts down, even a file that took the
+ * socket's place. So the socket is bound under a private temporary name and hard-linked into
+ * place — a link never replaces an existing file — and the temporary name is removed at once:
+ * at shutdown Deno unlinks a name that no longer exists, and `close` removes the real path only
+ * if it is still this socket.
+ */
+async function serveUnix(
+  path: string,
+  options: Omit<Deno.ServeUnixOptions, "path">,
+  handler: Deno.ServeHandler<Deno.UnixAddr>,
+): Promise<Deno.HttpServer<Deno.UnixAddr>> {
+  // Short names: a socket path has a length limit (108 bytes on Linux).
+  const dir = await Deno.makeTempDir({ dir: dirname(path), prefix: ".ckpt-" });
+  try {
+    const server = Deno.serve({ ...options, path: join(dir, "s") }, handler);
+    try {
+      await Deno.link(join(dir, "s"), path);
+    } catch (e) {
+      await server.shutdown();
+      throw e;
+    }
+    return server;
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** The socket's inode, to recognise it at shutdown. */
+async function inodeOf(path: string): Promise<number | null> {
+  try {
+    const info = await Deno.lstat(path);
+    return info.isSocket ? info.ino : null;
+  } catch {
+    return null;
+  }
+}
+
+function listenError(address: string, e: unknown): AdminListenError {
+  return e instanceof AdminListenError
+    ? e
+    : new AdminListenError(`${address}: cannot listen: ${(e as Error).message}`);
+}
+
+/**
+ * Starts the endpoint; an AdminListenError when the address cannot be used. The daemon's
+ * passes feed the server's metrics from now on.
+ */
+export async function startAdminServer(opts: AdminServerOptions): Promise<AdminServer> {
+  const { daemon, listen, clock, log } = opts;
+  const wanted = formatListenAddress(listen);
+  const metrics = new AdminMetrics(daemon);
+  const token = await AdminToken.load(daemon.config.adminTokenFile, log);
+  const app = createAdminApp({
+    daemon,
+    metrics,
+    token,
+    clock,
+    log,
+    startedAt: clock.now(),
+    loopbackHostOnly: listen.kind === "tcp" && isLoopbackHost(listen.hostname),
+  });
+  const handler = (request: Request) => app.fetch(request);
+  const onError = (e: unknown) => {
+    log.error("admin: request failed", { error: e as Error });
+    return Response.json({ error: "internal error" }, { status: 500 });
+  };
+  let server: Deno.HttpServer;
+  let socketInode: number | null = null;
+  try {
+    if (listen.kind === "unix") {
+      await clearStaleSocket(listen.path, log);
+      server = await serveUnix(listen.path, { onListen: () => {}, onError }, handler);
+      socketInode = await inodeOf(listen.path);
+    } else {
+      server = Deno.serve(
+        { hostname: listen.hostname, port: listen.port, onListen: () => {}, onError },
+        handler,
+      );
+    }
+  } catch (e) {
+    throw listenError(wanted, e);
+  }
+  const addr = server.addr as Deno.NetAddr;
+  const address = listen.kind === "unix"
+    ? wanted
+    : formatListenAddress({ kind: "tcp", hostname: addr.hostname, port: addr.port });
+  log.info("admin: listening", { address });
+  return {
+    address,
+    async close() {
+      await server.shutdown();
+      if (listen.kind === "unix" && socketInode !== null) {
+        // Only the socket this server made: never a file someone put there since.
+        if (await inodeOf(listen.path) === socketInode) await Deno.remove(listen.path);
+      }
+      log.info("admin: stopped", { address });
+    },
+  };
+}
+
+/**
+ * The endpoint as the daemon runs it: nothing when `off`, and when the address cannot be used,
+ * an error in the log and no endpoint. Checkpoints must still be activated during an outage;
+ * an admin port taken by another process must not stop that (monitoring notices the silence).
+ */
+export async function serveAdmin(
+  opts: Omit<AdminServerOptions, "listen"> & { listen: ListenAddress },
+): Promise<AdminServer | undefined> {
+  const { listen } = opts;
+  if (listen.kind === "off") {
+    opts.log.info("admin: endpoint off");
+    return undefined;
+  }
+  try {
+    return await startAdminServer({ ...opts, listen });
+  } catch (e) {
+    if (!(e instanceof AdminListenError)) throw e;
+    opts.log.error("admin: endpoint not started; the agent runs without it", { error: e.message });
+    return undefined;
+  }
+}

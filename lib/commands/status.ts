@@ -1,0 +1,103 @@
+/**
+ * `ckpt-agent status`: the checkpoints and their states, from the running agent's admin endpoint,
+ * or, when no agent answers there, from the state directory, read without opening the store (no
+ * sweep, no quarantine: a running agent may own it). The output says which source it used.
+ */
+import { z } from "zod";
+import { adminGetJson } from "../admin/client.ts";
+import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
+import { checkpointView } from "../admin/views.ts";
+import { CommandError, EXIT_FAILURE, EXIT_OK } from "../cli/errors.ts";
+import { loadConfig } from "../config/load.ts";
+import type { Config } from "../config/types.ts";
+import { readStatusRecords } from "../store/status_store.ts";
+import { OUTPUT_FLAG, outputFormat } from "./run.ts";
+
+/** The fields the table needs; the rest of each view is passed through as the agent sent it. */
+const AgentCheckpointsSchema = z.object({
+  checkpoints: z.array(z.looseObject({
+    id: z.string(),
+    state: z.string(),
+    since: z.string(),
+    graceEnd: z.string().optional(),
+  })),
+});
+
+/** A checkpoint as listed: a CheckpointView, of which the table needs these fields. */
+interface Row {
+  id: string;
+  state: string;
+  since: string;
+  graceEnd?: string;
+}
+
+export type Listing =
+  | { source: "agent"; address: string; checkpoints: Row[] }
+  | { source: "state-dir"; stateDir: string; why: string; checkpoints: Row[] };
+
+/** The agent's answer, or why there is none. */
+async function askAgent(config: Config): Promise<Listing | string> {
+  const listen = parseListenAddress(config.adminListen);
+  if (listen.kind === "off") return "the admin endpoint is off";
+  const address = formatListenAddress(listen);
+  let reply;
+  try {
+    reply = await adminGetJson(listen, "/v1/checkpoints");
+  } catch (e) {
+    return `no agent answered at ${address}: ${(e as Error).message}`;
+  }
+  if (reply.status !== 200) return `the agent at ${address} answered ${reply.status}`;
+  const parsed = AgentCheckpointsSchema.safeParse(reply.body);
+  if (!parsed.success) return `the agent at ${address} sent an answer of another shape`;
+  return { source: "agent", address, checkpoints: parsed.data.checkpoints };
+}
+
+async function readStateDir(config: Config, why: string): Promise<Listing> {
+  let records;
+  try {
+    records = await readStatusRecords(config.stateDir);
+  } catch (e) {
+    throw new CommandError(
+      `${why}, and the state directory ${config.stateDir} cannot be read: ${(e as Error).message}`,
+      EXIT_FAILURE,
+    );
+  }
+  return {
+    source: "state-dir",
+    stateDir: config.stateDir,
+    why,
+    checkpoints: records.map((record) => checkpointView(record, config)),
+  };
+}
+
+export async function listCheckpoints(config: Config): Promise<Listing> {
+  const answer = await askAgent(config);
+  return typeof answer === "string" ? await readStateDir(config, answer) : answer;
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd())
+    .join("\n");
+}
+
+export function formatListing(listing: Listing): string {
+  const source = listing.source === "agent"
+    ? `source: the running agent at ${listing.address}`
+    : `source: the state directory ${listing.stateDir}, read-only (${listing.why})`;
+  if (listing.checkpoints.length === 0) return `${source}\nno checkpoints`;
+  return `${source}\n${
+    table([
+      ["ID", "STATE", "SINCE", "DEADLINE"],
+      ...listing.checkpoints.map((c) => [c.id, c.state, c.since, c.graceEnd ?? "-"]),
+    ])
+  }`;
+}
+
+export async function statusCommand(args: string[]): Promise<number> {
+  const { config, extra } = await loadConfig(args, { extraFlags: OUTPUT_FLAG });
+  const output = outputFormat(extra.output);
+  const listing = await listCheckpoints(config);
+  console.log(output === "json" ? JSON.stringify(listing) : formatListing(listing));
+  return EXIT_OK;
+}

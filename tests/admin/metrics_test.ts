@@ -1,0 +1,155 @@
+/**
+ * GET /metrics scraped over HTTP after known passes, parsed back with a Prometheus text parser:
+ * names, types, label sets and values.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import type { PassReport } from "../../lib/agent.ts";
+import { PASS_DURATION_BUCKETS } from "../../lib/admin/metrics.ts";
+import { NANOS_PER_MILLI } from "../../lib/core/time.ts";
+import { STATUS_STATES } from "../../lib/store/status_record.ts";
+import { type Family, parsePrometheusText, sampleValue } from "./prom_text.ts";
+import { type ServedFixture, START, withServedDaemon } from "./harness.ts";
+
+async function scrape(f: ServedFixture): Promise<Map<string, Family>> {
+  const response = await f.request("/metrics");
+  assertEquals(response.status, 200);
+  assertEquals(response.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  return parsePrometheusText(await response.text());
+}
+
+function labelSets(family: Family | undefined): string[][] {
+  return [...new Set(family!.samples.map((s) => JSON.stringify(Object.keys(s.labels).sort())))]
+    .map((k) => JSON.parse(k));
+}
+
+const seconds = (t: bigint) => Number(t / NANOS_PER_MILLI) / 1000;
+
+Deno.test("metrics: every family with its type and labels, before any pass", async () => {
+  await withServedDaemon({}, async (f) => {
+    const m = await scrape(f);
+    const types = Object.fromEntries([...m.values()].map((family) => [family.name, family.type]));
+    assertEquals(types, {
+      ckpt_agent_passes_total: "counter",
+      ckpt_agent_pass_duration_seconds: "histogram",
+      ckpt_agent_state_transitions_total: "counter",
+      ckpt_agent_source_errors_total: "counter",
+      ckpt_agent_write_errors_total: "counter",
+      ckpt_agent_file_bytes_written_total: "counter",
+      ckpt_agent_checkpoints: "gauge",
+      ckpt_agent_sandbox_checkpoints: "gauge",
+      ckpt_agent_last_pass_timestamp_seconds: "gauge",
+      ckpt_agent_last_complete_pass_timestamp_seconds: "gauge",
+      process_start_time_seconds: "gauge",
+      process_resident_memory_bytes: "gauge",
+    });
+    for (const family of m.values()) assert(family.help.length > 0, family.name);
+    assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "complete" }), 0);
+    assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "degraded" }), 0);
+    for (const state of STATUS_STATES) {
+      assertEquals(sampleValue(m, "ckpt_agent_checkpoints", { state }), 0);
+    }
+    assertEquals(sampleValue(m, "ckpt_agent_last_complete_pass_timestamp_seconds"), 0);
+    assertEquals(m.get("ckpt_agent_state_transitions_total")!.samples, []);
+    assert(sampleValue(m, "process_resident_memory_bytes")! > 0);
+    assert(sampleValue(m, "process_start_time_seconds")! > 1e9);
+  });
+});
+
+Deno.test("metrics: values after known passes, complete and degraded", async () => {
+  await withServedDaemon({}, async (f) => {
+    const reports: PassReport[] = [];
+    reports.push(await f.pass()); // complete: three parents checkpointed
+    const completeAt = f.clock.now();
+    f.clock.advance(5_000);
+    await f.node.loseControlPlane();
+    reports.push(await f.pass()); // degraded: all three activated
+    f.clock.advance(5_000);
+    reports.push(await f.pass()); // degraded: their sandboxes recorded
+    f.clock.advance(5_000);
+    await f.node.stopRuntime();
+    reports.push(await f.pass()); // degraded: the runtime is gone too
+    const lastAt = f.clock.now();
+
+    const m = await scrape(f);
+    assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "complete" }), 1);
+    assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "degraded" }), 3);
+    assertEquals(labelSets(m.get("ckpt_agent_passes_total")), [["result"]]);
+
+    // The test's clock stands still during a pass: every pass took 0 s.
+    const duration = m.get("ckpt_agent_pass_duration_seconds")!;
+    assertEquals(
+      duration.samples.filter((s) => s.name.endsWith("_bucket")).map((s) => [s.labels.le, s.value]),
+      [...PASS_DURATION_BUCKETS.map((b) => [String(b), 4]), ["+Inf", 4]],
+    );
+    assertEquals(
+      sampleValue(
+        m,
+        "ckpt_agent_pass_duration_seconds",
+        {},
+        "ckpt_agent_pass_duration_seconds_count",
+      ),
+      4,
+    );
+    assertEquals(
+      sampleValue(
+        m,
+        "ckpt_agent_pass_duration_seconds",
+        {},
+        "ckpt_agent_pass_duration_seconds_sum",
+      ),
+      0,
+    );
+
+    const transitions = m.get("ckpt_agent_state_transitions_total")!;
+    assertEquals(labelSets(transitions), [["from", "to"]]);
+    assertEquals(transitions.samples.map((s) => [s.labels.from, s.labels.to, s.value]), [
+      ["none", "inactive", 3],
+      ["inactive", "active", 3],
+    ]);
+
+    const sourceErrors = m.get("ckpt_agent_source_errors_total")!;
+    assertEquals(labelSets(sourceErrors), [["kind", "source"]]);
+    assertEquals(
+      sourceErrors.samples.map((s) => [s.labels.source, s.labels.kind, s.value]).sort(),
+      [["apiserver", "unreachable", 3], ["kubelet", "forbidden", 3], ["runtime", "unreachable", 1]],
+    );
+
+    assertEquals(
+      STATUS_STATES.map((state) => [state, sampleValue(m, "ckpt_agent_checkpoints", { state })]),
+      STATUS_STATES.map((state) => [state, state === "active" ? 3 : 0]),
+    );
+    assertEquals(sampleValue(m, "ckpt_agent_sandbox_checkpoints"), 3);
+    const bytes = reports.reduce((n, r) => n + r.bytesWritten, 0);
+    assert(bytes > 0);
+    assertEquals(sampleValue(m, "ckpt_agent_file_bytes_written_total"), bytes);
+    assertEquals(
+      sampleValue(m, "ckpt_agent_last_complete_pass_timestamp_seconds"),
+      seconds(completeAt),
+    );
+    assertEquals(seconds(completeAt), seconds(START));
+    assertEquals(sampleValue(m, "ckpt_agent_last_pass_timestamp_seconds"), seconds(lastAt));
+    assertEquals(m.get("ckpt_agent_write_errors_total")!.samples, []);
+  });
+});
+
+Deno.test("metrics: failed writes are counted by operation, and make the pass degraded", async () => {
+  await withServedDaemon({}, async (f) => {
+    // Files where the secret and configmap directories should be: no volume file can be stored.
+    for (const dir of [f.config.secretsDir, f.config.configmapsDir]) {
+      await Deno.writeTextFile(dir, "in the way\n");
+    }
+    const report = await f.pass();
+    assertEquals(report.failures, []);
+    assertEquals(report.errors.length, 3);
+
+    const m = await scrape(f);
+    assertEquals(labelSets(m.get("ckpt_agent_write_errors_total")), [["op"]]);
+    assertEquals(sampleValue(m, "ckpt_agent_write_errors_total", { op: "checkpoint" }), 3);
+    assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "degraded" }), 1);
+    assertEquals(sampleValue(m, "ckpt_agent_last_complete_pass_timestamp_seconds"), 0);
+    const ready = await f.request("/readyz");
+    assertEquals([ready.status, await ready.json()], [503, {
+      error: "no complete pass yet; the last pass was degraded: 3 write(s) failed",
+    }]);
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * The admin endpoint as `ckpt-agent run` starts it: non-loopback binds refused before anything
+ * starts, and a real daemon on a simulated node serving its socket until SIGTERM.
+ */
+import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
+import { join } from "node:path";
+import { SimNode } from "../../lib/sim/node.ts";
+import { runCli } from "../helpers/cli.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
+
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+
+Deno.test("a non-loopback admin address exits 2 with one line naming the key, before anything starts", async () => {
+  await withTempDir(async (dir) => {
+    const config = join(dir, "config.yaml");
+    const base = [
+      "run",
+      "--config",
+      config,
+      "--node-name",
+      "cp-1",
+      "--lock-file",
+      join(dir, "lock"),
+      "--state-dir",
+      join(dir, "state"),
+    ];
+    const refusal = (address: string) =>
+      `ckpt-agent run: adminListen (--admin-listen): ${
+        JSON.stringify(address)
+      } is not a loopback address; binding it needs adminAllowRemote (--admin-allow-remote)\n`;
+
+    await Deno.writeTextFile(config, "");
+    for (const address of ["0.0.0.0:10280", "192.0.2.10:10280", "[::]:10280"]) {
+      const r = await runCli([...base, "--admin-listen", address]);
+      assertEquals([address, r.code, r.stderr], [address, 2, refusal(address)]);
+      assertEquals(r.stdout, "");
+    }
+    // From the file, the same refusal.
+    await Deno.writeTextFile(config, 'adminListen: "[::]:10280"\n');
+    const fromFile = await runCli(base);
+    assertEquals([fromFile.code, fromFile.stderr], [2, refusal("[::]:10280")]);
+    // Nothing was started: no lock taken, no state directory made.
+    assertEquals([...Deno.readDirSync(dir)].map((e) => e.name), ["config.yaml"]);
+  });
+});
+
+async function untilAnswers(client: Deno.HttpClient, path: string): Promise<Response> {
+  let last: unknown;
+  // Bounded: the daemon starts in well under a second; give up after 300 tries.
+  for (let attempt = 0; attempt < 300; attempt++) {
+    try {
+      const response = await fetch(`http://localhost${path}`, { client });
+      if (response.status === 200) return response;
+      await response.body?.cancel();
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`the admin endpoint never answered 200 on ${path}: ${last}`);
+}
+
+Deno.test("ckpt-agent run serves its admin socket, and removes it after the last pass on SIGTERM", async () => {
+  const node = await SimNode.start();
+  try {
+    const socket = join(node.root, "run/admin.sock");
+    const config = await node.writeConfigFile({ adminListen: `unix:${socket}` });
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", "--quiet", MAIN, "run", "--config", config],
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const client = Deno.createHttpClient({ proxy: { transport: "unix", path: socket } });
+    try {
+      await (await untilAnswers(client, "/readyz")).body?.cancel();
+      const list = await (await fetch("http://localhost/v1/checkpoints", { client })).json();
+      assertEquals(list.checkpoints.length, 3);
+    } finally {
+      client.close();
+      child.kill("SIGTERM");
+    }
+    const out = await child.output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assertEquals(out.code, 0, stderr);
+    await rejects(Deno.lstat(socket), Deno.errors.NotFound);
+    const messages = stderr.trim().split("\n").map((line) => JSON.parse(line).msg);
+    const order = [
+      "admin: listening",
+      "stopping after the current pass",
+      "admin: stopped",
+      "stopped",
+    ]
+      .map((msg) => messages.indexOf(msg));
+    assert(order.every((i, n) => i >= 0 && (n === 0 || i > order[n - 1])), messages.join("\n"));
+    const requests = stderr.split("\n").filter((l) => l.includes('"admin request"'));
+    assert(requests.some((l) => l.includes('"path":"/v1/checkpoints"')));
+  } finally {
+    await node.close();
+  }
+});
