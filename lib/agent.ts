@@ -19,6 +19,7 @@ import { fileOwner, podFileDirs, sanitizeCheckpoint } from "./core/sanitize.ts";
 import { type PlanDocument, planDocument } from "./core/snapshot.ts";
 import { type Action, actionOf, type CheckpointState } from "./core/state.ts";
 import { type Clock, formatInstant, type Instant, NANOS_PER_MILLI } from "./core/time.ts";
+import { totalBytesWritten } from "./disk/atomic_write.ts";
 import {
   activateCheckpoint,
   deactivateCheckpoint,
@@ -107,6 +108,7 @@ export interface PassReport {
   changes: { id: string; from: string; to: string; reason: string; message: string }[];
   applied: AppliedAction[];
   errors: PassError[];
+  /** Everything the pass wrote: manifests, stored files, status and sandbox records. */
   bytesWritten: number;
 }
 
@@ -249,6 +251,7 @@ export class Agent {
   ): Promise<PassReport> {
     const { clock, log } = this.#opts;
     const started = clock.now();
+    const bytesBefore = totalBytesWritten();
     const obs = await this.observe(readTracked);
     const apiAvailable = obs.input.observations.apiAvailable;
     for (const failure of obs.failures) this.#logFailure(failure, apiAvailable);
@@ -282,6 +285,7 @@ export class Agent {
       }
     }
     if (report.errors.length > 0) report.complete = false;
+    report.bytesWritten = totalBytesWritten() - bytesBefore;
     report.durationMs = Number(clock.now() - started) / 1e6;
     return report;
   }
@@ -339,7 +343,6 @@ export class Agent {
           sanitized.volumes,
         );
         files.removed += stale.length;
-        report.bytesWritten += files.bytesWritten;
         if (files.written + files.removed > 0) {
           report.applied.push({
             op: "files",

@@ -89,8 +89,8 @@ export class AdminMetrics {
       registers,
     });
     this.#bytesWritten = new Counter({
-      name: `${PREFIX}file_bytes_written_total`,
-      help: "Bytes of checkpointed secret and configmap files written.",
+      name: `${PREFIX}bytes_written_total`,
+      help: "Bytes written: manifests, stored secret and configmap files, state records.",
       registers,
     });
     this.#readAtScrape(`${PREFIX}checkpoints`, "Tracked checkpoints, by state.", ["state"], (g) => {

@@ -48,7 +48,7 @@ export function formatPassReport(report: PassReport, config: Config): string {
     `  started: ${list(report.plan.starts)}`,
     `  stopped: ${list(report.plan.stops)}`,
     `  removed: ${list(report.plan.removes)}`,
-    `  writes:  ${report.applied.length} change(s), ${report.bytesWritten} bytes of files`,
+    `  writes:  ${report.applied.length} change(s), ${report.bytesWritten} bytes written`,
     `  checkpoints: ${stateCounts(report)}`,
   ];
   for (const change of report.changes) {

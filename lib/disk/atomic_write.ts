@@ -78,6 +78,16 @@ async function isCurrent(path: string, data: Uint8Array, opts: WriteOptions): Pr
   }
 }
 
+let bytesWritten = 0;
+
+/**
+ * Every byte this process has written through the one write path: what a pass wrote is the
+ * difference across it (passes run one at a time), whatever module wrote it.
+ */
+export function totalBytesWritten(): number {
+  return bytesWritten;
+}
+
 /** fsync a directory, so that a rename or unlink in it survives a power cut. */
 export async function syncDir(dir: string): Promise<void> {
   const handle = await Deno.open(dir, { read: true });
@@ -103,6 +113,7 @@ export async function atomicWrite(
     try {
       let written = 0;
       while (written < bytes.length) written += await file.write(bytes.subarray(written));
+      bytesWritten += written;
       if (opts.uid !== undefined) await Deno.chown(temp, opts.uid, groupOf(opts)!);
       // After the chown, which clears set-id bits, and exactly: the create mode went through the
       // umask.

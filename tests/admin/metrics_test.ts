@@ -34,7 +34,7 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       ckpt_agent_state_transitions_total: "counter",
       ckpt_agent_source_errors_total: "counter",
       ckpt_agent_write_errors_total: "counter",
-      ckpt_agent_file_bytes_written_total: "counter",
+      ckpt_agent_bytes_written_total: "counter",
       ckpt_agent_checkpoints: "gauge",
       ckpt_agent_sandbox_checkpoints: "gauge",
       ckpt_agent_last_pass_timestamp_seconds: "gauge",
@@ -121,7 +121,7 @@ Deno.test("metrics: values after known passes, complete and degraded", async () 
     assertEquals(sampleValue(m, "ckpt_agent_sandbox_checkpoints"), 3);
     const bytes = reports.reduce((n, r) => n + r.bytesWritten, 0);
     assert(bytes > 0);
-    assertEquals(sampleValue(m, "ckpt_agent_file_bytes_written_total"), bytes);
+    assertEquals(sampleValue(m, "ckpt_agent_bytes_written_total"), bytes);
     assertEquals(
       sampleValue(m, "ckpt_agent_last_complete_pass_timestamp_seconds"),
       seconds(completeAt),
