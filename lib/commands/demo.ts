@@ -26,26 +26,29 @@ function write(text: string) {
   Deno.stdout.writeSync(encoder.encode(text));
 }
 
-/** Resolves on a line (or end of input) on standard input, or when `signal` aborts. */
-function nextLine(signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const reader = Deno.stdin.readable.getReader();
-    const done = () => {
-      signal.removeEventListener("abort", done);
-      reader.releaseLock();
-      resolve();
-    };
-    signal.addEventListener("abort", done, { once: true });
-    (async () => {
-      const decoder = new TextDecoder();
-      while (!signal.aborted) {
-        const { value, done: ended } = await reader.read();
-        if (ended || decoder.decode(value).includes("\n")) break;
-      }
-    })().catch(() => {}).finally(() => {
-      if (!signal.aborted) done();
-    });
-  });
+/** Waits for a line (or the end) of standard input; throws when `signal` aborts first. */
+async function nextLine(signal: AbortSignal): Promise<void> {
+  signal.throwIfAborted();
+  const reader = Deno.stdin.readable.getReader();
+  let onAbort = () => {};
+  const aborted = new Promise<void>((resolve) => onAbort = resolve);
+  signal.addEventListener("abort", onAbort, { once: true });
+  const line = (async () => {
+    const decoder = new TextDecoder();
+    while (true) {
+      const { value, done } = await reader.read();
+      if (done || decoder.decode(value).includes("\n")) return;
+    }
+  })();
+  try {
+    await Promise.race([line, aborted]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+    // A read still pending fails here, and is of no interest any more.
+    line.catch(() => {});
+    reader.releaseLock();
+  }
+  signal.throwIfAborted();
 }
 
 export async function demoCommand(args: string[]): Promise<number> {
@@ -99,6 +102,7 @@ export async function demoCommand(args: string[]): Promise<number> {
 
   if (output === "json") write(JSON.stringify(result, null, 2) + "\n");
   else write(narrateEnd(result) + "\n");
-  if (caught) return SIGNAL_EXIT[caught]!;
+  // A signal after the last step interrupted nothing.
+  if (caught && result.stopped) return SIGNAL_EXIT[caught]!;
   return result.ok ? EXIT_OK : EXIT_FAILURE;
 }

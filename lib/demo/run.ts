@@ -93,6 +93,7 @@ export async function runDemo(hooks: DemoHooks): Promise<DemoResult> {
       const record = await step.finish();
       steps.push(record);
       await hooks.onStep?.(record, index, STORY.length);
+      hooks.signal.throwIfAborted();
     }
   } catch (e) {
     stopped = hooks.signal.aborted
