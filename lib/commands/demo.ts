@@ -23,7 +23,12 @@ const SIGNAL_EXIT: Partial<Record<Deno.Signal, number>> = { SIGINT: 130, SIGTERM
 const encoder = new TextEncoder();
 
 function write(text: string) {
-  Deno.stdout.writeSync(encoder.encode(text));
+  try {
+    Deno.stdout.writeSync(encoder.encode(text));
+  } catch (e) {
+    // `ckpt-agent demo | head`: once the reader is gone the story still ends, and cleans up.
+    if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
+  }
 }
 
 /** Waits for a line (or the end) of standard input; throws when `signal` aborts first. */

@@ -28,7 +28,7 @@ export interface DiskChanges {
   removed: string[];
 }
 
-export function formatMode(mode: number | null): string {
+function formatMode(mode: number | null): string {
   return mode === null ? "?" : (mode & 0o7777).toString(8).padStart(4, "0");
 }
 

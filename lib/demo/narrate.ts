@@ -119,7 +119,11 @@ export function narrateStart(node: DemoNodeInfo): string {
     `  API server ${node.apiServer} · kubelet ${node.kubelet}`,
     `  container runtime (CRI over gRPC) ${node.runtime}`,
     `  static-pod dir ${node.staticPodDir} · inactive checkpoints ${node.inactiveDir}`,
-    `  pods run as ${node.podUser}; grace period ${node.gracePeriodSeconds} s`,
+    `  pods run as ${node.podUser}${
+      node.podsRunAsYou
+        ? " (you: their secrets are stored owned by them, and only root can give files away)"
+        : ""
+    }; grace period ${node.gracePeriodSeconds} s`,
     "  Files the agent wrote: + new, ~ rewritten, - deleted; then mode, owner uid:gid, path.",
     "",
   ].join("\n");

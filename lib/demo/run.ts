@@ -23,6 +23,8 @@ export interface DemoNodeInfo {
   stateDir: string;
   /** `uid:gid` the demo's pods run as, and so the owner of their stored secrets. */
   podUser: string;
+  /** Not run by root, the demo's pods run as the user who runs it: only root can give files away. */
+  podsRunAsYou: boolean;
   gracePeriodSeconds: number;
 }
 
@@ -49,7 +51,7 @@ export interface DemoHooks {
 const FOREIGN_MANIFEST = "etcd.yaml";
 
 function nodeInfo(session: DemoSession): DemoNodeInfo {
-  const { node, config, cluster } = session;
+  const { node, config, cluster, user } = session;
   const rel = (path: string) => relative(node.root, path);
   return {
     name: node.nodeName,
@@ -63,6 +65,7 @@ function nodeInfo(session: DemoSession): DemoNodeInfo {
     configmapsDir: rel(config.configmapsDir),
     stateDir: rel(config.stateDir),
     podUser: ownerOf(parentsOf(cluster)[0]),
+    podsRunAsYou: user.uid !== 0,
     gracePeriodSeconds: config.checkpointGracePeriodMs / 1000,
   };
 }

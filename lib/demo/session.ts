@@ -7,6 +7,7 @@
 import { Agent, type AgentStores } from "../agent.ts";
 import { openStores } from "../commands/run.ts";
 import type { Config } from "../config/types.ts";
+import { instantToDate } from "../core/time.ts";
 import { createLogger } from "../log.ts";
 import { connectNode } from "../node.ts";
 import type { ControlPlane } from "../sim/control_plane.ts";
@@ -41,11 +42,16 @@ export async function openSession(): Promise<DemoSession> {
   let runtime: RuntimeClient | undefined;
   try {
     const config = node.config({ runtimeRequestTimeoutMs: RUNTIME_TIMEOUT_MS });
+    const clock = new SkippingClock();
     let lines: Record<string, unknown>[] = [];
-    const log = createLogger({ minLevel: "info", write: (line) => lines.push(JSON.parse(line)) });
+    const log = createLogger({
+      minLevel: "info",
+      write: (line) => lines.push(JSON.parse(line)),
+      // Log times follow the agent's clock, skipped time included.
+      now: () => instantToDate(clock.now()),
+    });
     const sources = await connectNode(config);
     runtime = sources.runtime;
-    const clock = new SkippingClock();
     return {
       node,
       config,

@@ -157,7 +157,8 @@ export class Step {
   /** The pods the runtime runs now, as the agent's own runtime client sees them. */
   async running(): Promise<string[]> {
     const result = await this.#session.runtime.listRunningPods();
-    if (!result.ok) return [];
+    // Never in the story; shown as it is rather than as "nothing runs".
+    if (!result.ok) return [`(the runtime did not answer: ${result.failure.kind})`];
     return result.value.map((p) => `${p.namespace}/${p.name}`).sort();
   }
 

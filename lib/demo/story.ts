@@ -199,7 +199,11 @@ const checkpointsActivated: StoryStep = {
       }),
       first.changes,
     );
-    step.expect("the agent started every checkpoint", sameList(first.plan.starts, parents));
+    step.expect(
+      "the agent started every checkpoint",
+      sameList(first.plan.starts, parents),
+      first.plan.starts,
+    );
     const copies = parents.map((id) => checkpointFiles(session, id));
     const copied = await Promise.all(copies.map(async (files) => {
       const [active, inactive] = await readFiles(node.root, [files.active, files.inactive])
