@@ -4,11 +4,13 @@
  */
 import { CommandError } from "./lib/cli/errors.ts";
 import { configCommand } from "./lib/commands/config.ts";
+import { demoCommand } from "./lib/commands/demo.ts";
 import { planCommand } from "./lib/commands/plan.ts";
 import { verifyCommand } from "./lib/commands/verify.ts";
 import { runCommand } from "./lib/commands/run.ts";
 import { snapshotCommand } from "./lib/commands/snapshot.ts";
 import { statusCommand } from "./lib/commands/status.ts";
+import { versionCommand } from "./lib/commands/version.ts";
 
 const USAGE = `usage: ckpt-agent [command] [flags]
 
@@ -22,7 +24,11 @@ commands:
   snapshot [flags]         print the live observations as a plan snapshot
   plan --snapshot FILE|-   print the plan of one pass over a recorded snapshot
   config [--config FILE]   check the configuration and print the effective one as YAML
-  verify [--state-dir DIR] [--json]   check every stored record; exit 1 if any is unsound`;
+  verify [flags] [--json]  check stored records, checkpoint manifests and stored files;
+                           exit 1 if anything is unsound
+  demo [--output text|json] [--pause]
+                           the agent through an outage on a simulated node (about a second)
+  version [--output text|json]   the version, the git commit it was built from, the Deno version`;
 
 type Command = (args: string[]) => Promise<number>;
 
@@ -33,6 +39,8 @@ const COMMANDS: Record<string, Command> = {
   plan: planCommand,
   config: configCommand,
   verify: verifyCommand,
+  demo: demoCommand,
+  version: versionCommand,
 };
 
 function isHelp(arg: string): boolean {

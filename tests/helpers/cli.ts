@@ -10,10 +10,15 @@ export interface CliResult {
 
 export async function runCli(
   args: string[],
-  options: { stdin?: string; env?: Record<string, string> } = {},
+  options: {
+    stdin?: string;
+    env?: Record<string, string>;
+    /** Permission flags for `deno run`; default: all permissions. */
+    denoFlags?: string[];
+  } = {},
 ): Promise<CliResult> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", "--quiet", MAIN, ...args],
+    args: ["run", ...(options.denoFlags ?? ["--allow-all"]), "--quiet", MAIN, ...args],
     stdin: options.stdin === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",

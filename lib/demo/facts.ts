@@ -1,0 +1,93 @@
+/**
+ * What the story checks about the node, read from the cluster definition and the disk: the
+ * parents and their copies, the files each checkpoint must have, the values its secrets and
+ * configmaps hold.
+ */
+import { join, relative } from "node:path";
+import { manifestFileName } from "../core/ids.ts";
+import { isValidParent, type Pod, podId } from "../core/pod.ts";
+import { fileOwner } from "../core/sanitize.ts";
+import type { ControlPlane } from "../sim/control_plane.ts";
+import type { DiskListing } from "./disk.ts";
+import type { DemoSession } from "./session.ts";
+
+export function parentsOf(cluster: ControlPlane): Pod[] {
+  return cluster.pods.filter(isValidParent).sort((a, b) => podId(a) < podId(b) ? -1 : 1);
+}
+
+/** The id under which the kubelet runs a checkpoint copied into its static-pod dir. */
+export function copyId(id: string, nodeName: string): string {
+  return `${id}-${nodeName}`;
+}
+
+export function sameList(a: readonly string[], b: readonly string[]): boolean {
+  const x = [...a].sort(), y = [...b].sort();
+  return x.length === y.length && x.every((v, i) => v === y[i]);
+}
+
+/** Paths (relative to the node's root) of one checkpoint's files. */
+export function checkpointFiles(session: DemoSession, id: string) {
+  const { config, node } = session;
+  const rel = (path: string) => relative(node.root, path);
+  const [namespace, name] = id.split("/");
+  return {
+    inactive: rel(join(config.inactiveDir, manifestFileName(id))),
+    active: rel(join(config.staticPodDir, manifestFileName(id))),
+    secrets: rel(join(config.secretsDir, namespace, name)),
+    configmaps: rel(join(config.configmapsDir, namespace, name)),
+  };
+}
+
+export function entriesUnder(disk: DiskListing, dir: string) {
+  return [...disk.values()].filter((e) => e.path.startsWith(`${dir}/`));
+}
+
+export function ownerOf(pod: Pod): string {
+  const owner = fileOwner(pod);
+  return "error" in owner ? owner.error : `${owner.uid}:${owner.gid}`;
+}
+
+interface KeySelection {
+  key: string;
+}
+
+interface ObjectRef {
+  name?: string;
+  secretName?: string;
+  items?: KeySelection[];
+}
+
+interface Volume {
+  secret?: ObjectRef;
+  configMap?: ObjectRef;
+  projected?: { sources?: { secret?: ObjectRef; configMap?: ObjectRef }[] };
+}
+
+/** Every value of every secret and configmap key the pod mounts: what its checkpoint stores. */
+export function mountedValues(pod: Pod, cluster: ControlPlane): { key: string; value: string }[] {
+  const values: { key: string; value: string }[] = [];
+  const pick = (kind: "secret" | "configMap", ref: ObjectRef) => {
+    const name = ref.secretName ?? ref.name;
+    const objects = kind === "secret" ? cluster.secrets : cluster.configMaps;
+    const object = objects.find((o) => o.namespace === pod.metadata.namespace && o.name === name);
+    if (!object) return;
+    const keys = ref.items ? ref.items.map((i) => i.key) : Object.keys(object.data);
+    for (const key of keys) {
+      values.push({ key: `${kind} ${name}: ${key}`, value: object.data[key] });
+    }
+  };
+  const volumes = ((pod.spec ?? {}) as { volumes?: Volume[] }).volumes ?? [];
+  for (const volume of volumes) {
+    if (volume.secret) pick("secret", volume.secret);
+    if (volume.configMap) pick("configMap", volume.configMap);
+    for (const source of volume.projected?.sources ?? []) {
+      if (source.secret) pick("secret", source.secret);
+      if (source.configMap) pick("configMap", source.configMap);
+    }
+  }
+  return values;
+}
+
+export async function readFiles(root: string, paths: string[]): Promise<string[]> {
+  return await Promise.all(paths.map((path) => Deno.readTextFile(join(root, path))));
+}

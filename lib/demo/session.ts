@@ -1,0 +1,101 @@
+/**
+ * One run of the demo: a simulated node (lib/sim/node.ts) and the real agent connected to it
+ * exactly as `ckpt-agent run` connects to a real node — the clients of lib/node.ts, the stores
+ * of the state directory — with two differences: the agent's clock can skip time, and its log
+ * lines are kept for the story instead of going to standard error.
+ */
+import { Agent, type AgentStores } from "../agent.ts";
+import { openStores } from "../commands/run.ts";
+import type { Config } from "../config/types.ts";
+import { instantToDate } from "../core/time.ts";
+import { createLogger } from "../log.ts";
+import { connectNode } from "../node.ts";
+import type { ControlPlane } from "../sim/control_plane.ts";
+import { SimNode } from "../sim/node.ts";
+import type { RuntimeClient } from "../sources/cri.ts";
+import { SkippingClock } from "./clock.ts";
+import { currentUser, demoCluster, type UserIds } from "./cluster.ts";
+
+export const DEMO_NODE_NAME = "cp-1";
+
+/** Every runtime call of a pass is over in this time; the simulated runtime answers at once. */
+const RUNTIME_TIMEOUT_MS = 2_000;
+
+export interface DemoSession {
+  node: SimNode;
+  config: Config;
+  cluster: ControlPlane;
+  user: UserIds;
+  agent: Agent;
+  stores: AgentStores;
+  /** The runtime client the agent uses, asked again to show what runs. */
+  runtime: RuntimeClient;
+  clock: SkippingClock;
+  /** The agent's log lines since the last call, as parsed JSON objects. */
+  takeLog(): Record<string, unknown>[];
+}
+
+export async function openSession(): Promise<DemoSession> {
+  const user = await currentUser();
+  const cluster = demoCluster(DEMO_NODE_NAME, user);
+  const node = await SimNode.start({ nodeName: DEMO_NODE_NAME, cluster });
+  let runtime: RuntimeClient | undefined;
+  try {
+    const config = node.config({ runtimeRequestTimeoutMs: RUNTIME_TIMEOUT_MS });
+    const clock = new SkippingClock();
+    let lines: Record<string, unknown>[] = [];
+    const log = createLogger({
+      minLevel: "info",
+      write: (line) => lines.push(JSON.parse(line)),
+      // Log times follow the agent's clock, skipped time included.
+      now: () => instantToDate(clock.now()),
+    });
+    const sources = await connectNode(config);
+    runtime = sources.runtime;
+    return {
+      node,
+      config,
+      cluster,
+      user,
+      agent: new Agent({ config, sources, clock, log }),
+      stores: await openStores(config.stateDir, log),
+      runtime,
+      clock,
+      takeLog() {
+        const taken = lines;
+        lines = [];
+        return taken;
+      },
+    };
+  } catch (e) {
+    runtime?.close();
+    await closeNode(node);
+    throw e;
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
+}
+
+/** Closes the servers and removes the node's directory even if a server fails to close. */
+async function closeNode(node: SimNode): Promise<void> {
+  try {
+    await node.close();
+  } finally {
+    await Deno.remove(node.root, { recursive: true }).catch(() => {});
+  }
+}
+
+/** Ends the session; returns what it could not remove (nothing, normally). */
+export async function closeSession(session: DemoSession): Promise<string[]> {
+  session.runtime.close();
+  await closeNode(session.node);
+  return await exists(session.node.root) ? [session.node.root] : [];
+}

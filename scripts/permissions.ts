@@ -1,0 +1,50 @@
+/**
+ * The permissions the compiled agent gets, and nothing else: `deno compile` bakes them into the
+ * binary, and every command of it (run, --once, snapshot, verify, demo, version…) runs with
+ * them. Each flag is here for a reason the agent cannot do without; tests/packaging/
+ * permissions_test.ts runs the agent from source with exactly these flags against a simulated
+ * node, so a flag that goes missing fails a test rather than a production node.
+ */
+export interface PermissionFlag {
+  flag: string;
+  why: string;
+}
+
+export const AGENT_PERMISSIONS: readonly PermissionFlag[] = [
+  {
+    flag: "--allow-read",
+    why: "the config file, kubeconfig, certificates and keys, both manifest directories, the " +
+      "stored secrets and configmaps, the state directory and lock file, and the CRI socket — " +
+      "all at paths the configuration chooses at run time",
+  },
+  {
+    flag: "--allow-write",
+    why: "manifests, secret and configmap files (and their owners), state records, the lock " +
+      "file, and the CRI socket (connecting to a unix socket needs write access to it) — at " +
+      "paths the configuration chooses at run time",
+  },
+  {
+    flag: "--allow-net",
+    why: "the API server and the kubelet at whatever address the kubeconfig and configuration " +
+      "give, the CRI runtime's unix socket (Deno checks unix sockets as network access), and " +
+      "the admin endpoint's listening address",
+  },
+  {
+    flag: "--allow-env",
+    why: "NODE_NAME, POD_NAME and POD_NAMESPACE for the configuration, and the gRPC library " +
+      "reads its GRPC_* and proxy variables when it loads: without it the agent cannot start",
+  },
+  {
+    flag: "--allow-sys=hostname",
+    why: "the node name defaults to the host name, as the kubelet's does",
+  },
+];
+
+/**
+ * The Deno flags the agent runs with, compiled (baked in by `deno compile`) or from source
+ * (`deno task demo`, `deno task agent-strict`): its permissions, and a missing one is an error,
+ * never a prompt on an operator's terminal.
+ */
+export function agentDenoFlags(): string[] {
+  return ["--no-prompt", ...AGENT_PERMISSIONS.map((p) => p.flag)];
+}

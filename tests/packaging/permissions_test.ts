@@ -1,0 +1,125 @@
+/**
+ * The compiled binary's permission set (scripts/permissions.ts), kept honest: the agent runs
+ * from source with exactly those flags against a simulated node — a pass, a dry run, a
+ * snapshot, the daemon, verify, config — so a permission that goes missing fails here, not on a
+ * production node. And each flag is needed: without it, something the agent must do fails.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { join } from "node:path";
+import denoJson from "../../deno.json" with { type: "json" };
+import type { PassReport } from "../../lib/agent.ts";
+import { isValidParent, podId } from "../../lib/core/pod.ts";
+import { SimNode } from "../../lib/sim/node.ts";
+import { AGENT_PERMISSIONS, agentDenoFlags } from "../../scripts/permissions.ts";
+import { runCli } from "../helpers/cli.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
+
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+
+async function withNode(fn: (node: SimNode, configFile: string) => Promise<void>) {
+  const node = await SimNode.start();
+  try {
+    await fn(node, await node.writeConfigFile());
+  } finally {
+    await node.close();
+  }
+}
+
+function strict(args: string[], env: Record<string, string> = {}) {
+  return runCli(args, { denoFlags: agentDenoFlags(), env });
+}
+
+function without(flag: string): string[] {
+  return agentDenoFlags().filter((f) => f !== flag);
+}
+
+Deno.test("deno task demo and agent-strict run with exactly the compiled binary's flags", () => {
+  const flags = agentDenoFlags().join(" ");
+  assertEquals(denoJson.tasks.demo, `deno run ${flags} main.ts demo`);
+  assertEquals(denoJson.tasks["agent-strict"], `deno run ${flags} main.ts`);
+});
+
+Deno.test("with the compiled permissions: a pass, a dry run, a snapshot, verify", async () => {
+  await withNode(async (node, configFile) => {
+    const config = ["--config", configFile];
+    const dry = await strict(["--once", "--dry-run", "--output", "json", ...config]);
+    assertEquals(dry.code, 0, dry.stderr);
+
+    const once = await strict(["--once", "--output", "json", ...config]);
+    assertEquals(once.code, 0, once.stderr);
+    const report: PassReport = JSON.parse(once.stdout);
+    assert(report.complete);
+    assertEquals(report.errors, []);
+    const parents = node.parents.filter(isValidParent).map(podId).sort();
+    assertEquals(Object.keys(report.plan.state), parents);
+    assert(report.applied.some((a) => a.op === "files"), "secrets and configmaps were written");
+
+    const snapshot = await strict(["snapshot", ...config]);
+    assertEquals(snapshot.code, 0, snapshot.stderr);
+    assertEquals(JSON.parse(snapshot.stdout).apiAvailable, true);
+
+    const verify = await strict(["verify", "--state-dir", node.config().stateDir]);
+    assertEquals(verify.code, 0, verify.stdout + verify.stderr);
+  });
+});
+
+Deno.test("with the compiled permissions: the daemon passes until SIGTERM", async () => {
+  await withNode(async (node, configFile) => {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", ...agentDenoFlags(), "--quiet", MAIN, "run", "--config", configFile],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).spawn();
+    const stderr = new Response(child.stderr).text();
+    const stdout = new Response(child.stdout).text();
+    const statusDir = join(node.config().stateDir, "status");
+    // Bounded: the first pass writes a status record per parent within a second or two.
+    let records = 0;
+    for (let i = 0; i < 300 && records < 3; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      records = (await Array.fromAsync(Deno.readDir(statusDir)).catch(() => [])).length;
+    }
+    child.kill("SIGTERM");
+    const status = await child.status;
+    const log = await stderr;
+    await stdout;
+    assertEquals(records, 3, log);
+    assertEquals(status.code, 0, log);
+    assert(!log.includes("NotCapable") && !log.includes("Requires"), log);
+  });
+});
+
+Deno.test("with the compiled permissions: the node name defaults to the host name", async () => {
+  await withTempDir(async (dir) => {
+    const file = join(dir, "config.yaml");
+    await Deno.writeTextFile(file, "{}\n");
+    const run = await strict(["config", "--config", file], { NODE_NAME: "" });
+    assertEquals(run.code, 0, run.stderr);
+    assert(run.stdout.includes(`nodeName: ${Deno.hostname().trim().toLowerCase()}`), run.stdout);
+  });
+});
+
+Deno.test("every permission is needed: without it the agent fails", async (t) => {
+  await withNode(async (_node, configFile) => {
+    await withTempDir(async (dir) => {
+      const empty = join(dir, "config.yaml");
+      await Deno.writeTextFile(empty, "{}\n");
+      for (const { flag } of AGENT_PERMISSIONS) {
+        await t.step(flag, async () => {
+          // Only the node name's default needs the host name; every other flag, any pass.
+          const args = flag.startsWith("--allow-sys")
+            ? ["config", "--config", empty]
+            : ["--once", "--output", "json", "--config", configFile];
+          const run = await runCli(args, { denoFlags: without(flag), env: { NODE_NAME: "" } });
+          assert(run.code !== 0, `succeeded without ${flag}`);
+          assert(
+            /NotCapable|Requires \w+ access/.test(run.stdout + run.stderr),
+            run.stdout + run.stderr,
+          );
+        });
+      }
+    });
+  });
+});
