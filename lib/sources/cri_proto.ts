@@ -9,7 +9,7 @@
  * so a runtime that sends more (images, container statuses, timestamps) still decodes.
  */
 import * as grpc from "@grpc/grpc-js";
-import { fromJSON } from "@grpc/proto-loader";
+import { Buffer } from "node:buffer";
 import protobuf from "protobufjs";
 
 export type CriApiVersion = "v1" | "v1alpha2";
@@ -153,9 +153,11 @@ export function criProtoText(version: CriApiVersion): string {
   return `syntax = "proto3";\npackage runtime.${version};\n${CRI_MESSAGES}`;
 }
 
-/** How decoded messages look in JavaScript, for both the client and the simulated server. */
-const LOADER_OPTIONS = {
-  keepCase: true,
+/**
+ * How decoded messages look in JavaScript, for both the client and the simulated server
+ * (field names stay as in the schema: the text is parsed with keepCase).
+ */
+const CONVERSION: protobuf.IConversionOptions = {
   enums: String,
   longs: String,
   defaults: true,
@@ -177,12 +179,39 @@ export function criServices(): Record<CriApiVersion, CriService> {
     for (const version of CRI_API_VERSIONS) {
       protobuf.parse(criProtoText(version), root, { keepCase: true });
     }
-    const definition = fromJSON(root.toJSON(), LOADER_OPTIONS);
-    const service = (version: CriApiVersion) =>
-      definition[`runtime.${version}.RuntimeService`] as unknown as CriService;
-    services = { v1: service("v1"), v1alpha2: service("v1alpha2") };
+    root.resolveAll();
+    services = { v1: serviceOf(root, "v1"), v1alpha2: serviceOf(root, "v1alpha2") };
   }
   return services;
+}
+
+function codec(type: protobuf.Type) {
+  return {
+    serialize: (value: unknown) =>
+      Buffer.from(type.encode(type.fromObject(value as Record<string, unknown>)).finish()),
+    deserialize: (bytes: Uint8Array) => type.toObject(type.decode(bytes), CONVERSION),
+  };
+}
+
+/** grpc-js method definitions of one package's RuntimeService, unary calls only. */
+function serviceOf(root: protobuf.Root, version: CriApiVersion): CriService {
+  const name = `runtime.${version}.RuntimeService`;
+  const service = root.lookupService(name);
+  const methods = {} as CriService;
+  for (const method of service.methodsArray) {
+    const request = codec(method.resolvedRequestType!);
+    const response = codec(method.resolvedResponseType!);
+    methods[method.name as RuntimeMethod] = {
+      path: `/${name}/${method.name}`,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: request.serialize,
+      requestDeserialize: request.deserialize,
+      responseSerialize: response.serialize,
+      responseDeserialize: response.deserialize,
+    };
+  }
+  return methods;
 }
 
 /**
