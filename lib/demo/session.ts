@@ -15,6 +15,7 @@ import { SimNode } from "../sim/node.ts";
 import type { RuntimeClient } from "../sources/cri.ts";
 import { SkippingClock } from "./clock.ts";
 import { currentUser, demoCluster, type UserIds } from "./cluster.ts";
+import { pathExists } from "../disk/dirs.ts";
 
 export const DEMO_NODE_NAME = "cp-1";
 
@@ -74,16 +75,6 @@ export async function openSession(): Promise<DemoSession> {
   }
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
-}
-
 /** Closes the servers and removes the node's directory even if a server fails to close. */
 async function closeNode(node: SimNode): Promise<void> {
   try {
@@ -97,5 +88,5 @@ async function closeNode(node: SimNode): Promise<void> {
 export async function closeSession(session: DemoSession): Promise<string[]> {
   session.runtime.close();
   await closeNode(session.node);
-  return await exists(session.node.root) ? [session.node.root] : [];
+  return await pathExists(session.node.root) ? [session.node.root] : [];
 }

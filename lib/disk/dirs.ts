@@ -6,6 +6,17 @@ import { dirname, resolve } from "node:path";
 import type { FileOwner } from "../core/sanitize.ts";
 import { syncDir } from "./atomic_write.ts";
 
+/** Whether anything (a symlink counts as itself) is at `path`. */
+export async function pathExists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
+}
+
 async function existsAsDir(path: string): Promise<boolean> {
   try {
     const info = await Deno.stat(path);

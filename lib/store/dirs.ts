@@ -1,20 +1,9 @@
 /** The store's directories: created root-only, and durably (the parent is fsynced after). */
 import { basename, dirname, join } from "node:path";
 import { syncDir } from "../disk/atomic_write.ts";
+import { ensureDir, pathExists } from "../disk/dirs.ts";
 import { formatInstant, type Instant } from "../core/time.ts";
 import { QUARANTINE_DIR, STORE_DIR_MODE } from "./layout.ts";
-
-async function mkdirDurably(path: string): Promise<void> {
-  try {
-    await Deno.mkdir(path, { mode: STORE_DIR_MODE });
-  } catch (e) {
-    if (e instanceof Deno.errors.AlreadyExists) return;
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
-    await mkdirDurably(dirname(path));
-    return await mkdirDurably(path);
-  }
-  await syncDir(dirname(path));
-}
 
 /**
  * Makes `stateDir/sub` exist with mode 0700. The state directory itself is created when missing
@@ -22,7 +11,7 @@ async function mkdirDurably(path: string): Promise<void> {
  */
 export async function ensureStoreDir(stateDir: string, sub: string): Promise<string> {
   const dir = join(stateDir, sub);
-  await mkdirDurably(dir);
+  await ensureDir(dir, STORE_DIR_MODE);
   await Deno.chmod(dir, STORE_DIR_MODE);
   return dir;
 }
@@ -42,19 +31,9 @@ export async function quarantine(
   const base = join(dir, `${basename(path)}.${formatInstant(now)}`);
   let target = base;
   // One process owns the state directory (the lock file), so nothing races this probe.
-  for (let n = 1; await exists(target); n++) target = `${base}.${n}`;
+  for (let n = 1; await pathExists(target); n++) target = `${base}.${n}`;
   await Deno.rename(path, target);
   await syncDir(dir);
   await syncDir(dirname(path));
   return target;
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
 }

@@ -10,6 +10,7 @@ import { type FileOwner, fileOwner } from "../core/sanitize.ts";
 import { TEMP_MARKER } from "../disk/atomic_write.ts";
 import { checkpointPaths, type ManifestPaths, readManifestDir } from "../disk/manifests.ts";
 import { type Check, type Finding, modeFinding } from "./check.ts";
+import { pathExists } from "../disk/dirs.ts";
 
 const MANIFEST_MODE = 0o600;
 const FILE_MODE = 0o600;
@@ -94,13 +95,9 @@ function hostPaths(pod: Pod): string[] {
   return volumes.flatMap((v) => typeof v.hostPath?.path === "string" ? [v.hostPath.path] : []);
 }
 
-async function exists(path: string): Promise<boolean> {
-  return await Deno.lstat(path).then(() => true, () => false);
-}
-
 /** What a pod's file directory holds beyond the volumes its checkpoint mounts. */
 async function unmounted(dir: string, mounted: Set<string>): Promise<string[]> {
-  if (!await exists(dir)) return [];
+  if (!await pathExists(dir)) return [];
   const out: string[] = [];
   for await (const entry of Deno.readDir(dir)) {
     const path = join(dir, entry.name);
@@ -115,7 +112,7 @@ async function unmounted(dir: string, mounted: Set<string>): Promise<string[]> {
 /** Direct children of `<base>/<ns>/`: the per-pod directories of stored files. */
 async function podDirsUnder(base: string): Promise<string[]> {
   const out: string[] = [];
-  if (!await exists(base)) return out;
+  if (!await pathExists(base)) return out;
   for await (const ns of Deno.readDir(base)) {
     if (!ns.isDirectory) continue;
     for await (const pod of Deno.readDir(join(base, ns.name))) {
@@ -156,7 +153,7 @@ export function storedFilesCheck(paths: ManifestPaths): Check {
           findings.push({ file: path, problem: `not mounted by ${id}` });
         }
         for (const dir of mounted) {
-          if (!await exists(dir)) {
+          if (!await pathExists(dir)) {
             findings.push({ file: dir, problem: `mounted by ${id} but not stored yet` });
             continue;
           }
