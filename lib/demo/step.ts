@@ -112,9 +112,16 @@ export class Step {
     return this.#pass(false);
   }
 
-  /** What `--once --dry-run` would show now: the same pass, writing nothing. */
-  dryRun(): Promise<PassRecord> {
-    return this.#pass(true);
+  /** What `--once --dry-run` would show now: the same pass, writing nothing (checked). */
+  async dryRun(): Promise<PassRecord> {
+    const pass = await this.#pass(true);
+    const { created, changed, removed } = pass.disk;
+    this.expect(
+      "a dry run writes nothing",
+      created.length + changed.length + removed.length === 0,
+      pass.disk,
+    );
+    return pass;
   }
 
   async #pass(dryRun: boolean): Promise<PassRecord> {
