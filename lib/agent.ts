@@ -38,6 +38,7 @@ import type { ApiServerClient } from "./sources/apiserver.ts";
 import type { RunningPod, RuntimeClient } from "./sources/cri.ts";
 import type { KubeletClient } from "./sources/kubelet.ts";
 import { isConfigurationFailure, type SourceFailure, type SourceResult } from "./sources/types.ts";
+import { mapConcurrent } from "./store/map_concurrent.ts";
 import { SANDBOX_CHECKPOINT_VERSION } from "./store/sandbox_checkpoint.ts";
 import type { SandboxStore } from "./store/sandbox_store.ts";
 import { stateOfRecord, type StatusRecord, type StoredStatus } from "./store/status_record.ts";
@@ -75,6 +76,11 @@ export interface AgentOptions {
   sources: NodeSources;
   clock: Clock;
   log: Logger;
+  /**
+   * Told of each action as soon as it is done (and durable), before the pass goes on; for
+   * measuring, e.g. how long a checkpoint takes to reach the kubelet (bench/pass_bench.ts).
+   */
+  onApplied?: (action: AppliedAction) => void;
 }
 
 export interface Observation {
@@ -109,6 +115,17 @@ export interface PassReport {
   errors: PassError[];
   bytesWritten: number;
 }
+
+/** What working on one checkpoint adds to the pass report. */
+type Outcome = Pick<PassReport, "applied" | "errors" | "bytesWritten">;
+
+/**
+ * Checkpoints worked on at once. Each one's files are its own, but every Deno file call waits
+ * for a thread-pool round trip: one after the other, a steady pass over 1,000 parents spent most
+ * of its time waiting (docs/benchmarks.md, "Node pass"). It also bounds the connections a
+ * refresh opens to the API server at once.
+ */
+const CHECKPOINTS_IN_FLIGHT = 8;
 
 function millis(ms: number): bigint {
   return BigInt(Math.round(ms)) * NANOS_PER_MILLI;
@@ -296,7 +313,12 @@ export class Agent {
     }
   }
 
-  async #attempt(report: PassReport, op: string, id: string, work: () => Promise<void>) {
+  #applied(report: Outcome, action: AppliedAction) {
+    report.applied.push(action);
+    this.#opts.onApplied?.(action);
+  }
+
+  async #attempt(report: Outcome, op: string, id: string, work: () => Promise<void>) {
     try {
       await work();
     } catch (e) {
@@ -306,14 +328,38 @@ export class Agent {
     }
   }
 
+  /**
+   * Runs `work` for every id, CHECKPOINTS_IN_FLIGHT at a time; what each adds to the report is
+   * added in the order of `ids`, so a report does not depend on which write finished first.
+   */
+  async #forEachCheckpoint(
+    report: PassReport,
+    ids: readonly string[],
+    work: (id: string, outcome: Outcome) => Promise<void>,
+  ) {
+    const outcomes = await mapConcurrent(ids, CHECKPOINTS_IN_FLIGHT, async (id) => {
+      const outcome: Outcome = { applied: [], errors: [], bytesWritten: 0 };
+      await work(id, outcome);
+      return outcome;
+    });
+    for (const outcome of outcomes) {
+      report.applied.push(...outcome.applied);
+      report.errors.push(...outcome.errors);
+      report.bytesWritten += outcome.bytesWritten;
+    }
+  }
+
   /** DESIGN §2.5: the sanitized manifest of every tracked parent, then its secrets and configmaps. */
   async #checkpointParents(result: PassResult, obs: Observation, report: PassReport) {
     const { config } = this.#opts;
     const now = obs.input.now;
     const apiAvailable = obs.input.observations.apiAvailable;
-    for (const [id, parent] of result.parents) {
-      if (!result.tracked.has(id) || !parseValidId(id)) continue;
-      await this.#attempt(report, "checkpoint", id, async () => {
+    const ids = [...result.parents.keys()].filter((id) =>
+      result.tracked.has(id) && parseValidId(id)
+    );
+    await this.#forEachCheckpoint(report, ids, async (id, out) => {
+      const parent = result.parents.get(id)!;
+      await this.#attempt(out, "checkpoint", id, async () => {
         const owner = fileOwner(parent);
         if ("error" in owner) throw new Error(`cannot store files for this pod: ${owner.error}`);
         const sanitized = sanitizeCheckpoint(parent, {
@@ -321,7 +367,7 @@ export class Agent {
           configMapsDir: config.configmapsDir,
         });
         const written = await writeInactiveManifest(this.#paths, sanitized.pod);
-        if (written === "written") report.applied.push({ op: "checkpoint", id });
+        if (written === "written") this.#applied(out, { op: "checkpoint", id });
         const last = this.#refreshedAt.get(id);
         const due = written === "written" || last === undefined ||
           now - last >= millis(config.refreshIntervalMs);
@@ -338,9 +384,9 @@ export class Agent {
           sanitized.volumes,
         );
         files.removed += stale.length;
-        report.bytesWritten += files.bytesWritten;
+        out.bytesWritten += files.bytesWritten;
         if (files.written + files.removed > 0) {
-          report.applied.push({
+          this.#applied(out, {
             op: "files",
             id,
             detail: `${files.written} written, ${files.removed} removed`,
@@ -353,7 +399,7 @@ export class Agent {
         if (objects.complete && files.skipped.length === 0) this.#refreshedAt.set(id, now);
         else this.#refreshedAt.delete(id);
       });
-    }
+    });
     for (const id of this.#refreshedAt.keys()) {
       if (!result.tracked.has(id)) this.#refreshedAt.delete(id);
     }
@@ -389,30 +435,30 @@ export class Agent {
   async #applyActions(result: PassResult, report: PassReport) {
     const desired = desiredActions(result);
     const ids = (action: Action) => [...desired].filter(([, a]) => a === action).map(([id]) => id);
-    for (const id of ids("stop")) {
-      await this.#attempt(report, "stop", id, async () => {
+    await this.#forEachCheckpoint(report, ids("stop"), async (id, out) => {
+      await this.#attempt(out, "stop", id, async () => {
         if (await deactivateCheckpoint(this.#paths, id) === "removed") {
-          report.applied.push({ op: "stop", id });
+          this.#applied(out, { op: "stop", id });
         }
       });
-    }
-    for (const id of ids("start")) {
-      await this.#attempt(report, "start", id, async () => {
+    });
+    await this.#forEachCheckpoint(report, ids("start"), async (id, out) => {
+      await this.#attempt(out, "start", id, async () => {
         const outcome = await activateCheckpoint(this.#paths, id);
-        if (outcome === "written") report.applied.push({ op: "start", id });
+        if (outcome === "written") this.#applied(out, { op: "start", id });
         if (outcome === "no-inactive-manifest") {
           throw new Error(
             "no inactive manifest to activate (it will be written when the parent is seen)",
           );
         }
       });
-    }
-    for (const id of ids("remove")) {
-      await this.#attempt(report, "remove", id, async () => {
+    });
+    await this.#forEachCheckpoint(report, ids("remove"), async (id, out) => {
+      await this.#attempt(out, "remove", id, async () => {
         await removeCheckpoint(this.#paths, id);
-        report.applied.push({ op: "remove", id });
+        this.#applied(out, { op: "remove", id });
       });
-    }
+    });
   }
 
   async #persistStatus(store: StatusStore, result: PassResult, now: Instant, report: PassReport) {
@@ -467,7 +513,7 @@ export class Agent {
           portMappings: s.portMappings,
           interfaces: s.interfaces,
         });
-        report.applied.push({
+        this.#applied(report, {
           op: "sandbox-record",
           id: sandboxId,
           detail: `${s.namespace}/${s.name}`,
@@ -478,7 +524,7 @@ export class Agent {
       if (wanted.has(sandboxId)) continue;
       await this.#attempt(report, "sandbox-forget", sandboxId, async () => {
         await store.remove(sandboxId);
-        report.applied.push({ op: "sandbox-forget", id: sandboxId });
+        this.#applied(report, { op: "sandbox-forget", id: sandboxId });
       });
     }
   }

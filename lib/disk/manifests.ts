@@ -10,6 +10,7 @@ import { type Pod, podId, PodSchema } from "../core/pod.ts";
 import { podFileDirs } from "../core/sanitize.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import { atomicWrite, removeDurably, type WriteOutcome } from "./atomic_write.ts";
+import { mapConcurrent } from "../store/map_concurrent.ts";
 import { ensureDir, removeTree } from "./dirs.ts";
 
 export interface ManifestPaths {
@@ -40,6 +41,9 @@ export interface ManifestDir {
 
 /** Far above any pod manifest; a bigger file is not read into memory. */
 const MAX_MANIFEST_BYTES = 1024 * 1024;
+
+/** Reads kept in flight: each Deno file call waits for a thread-pool round trip. */
+const READS_IN_FLIGHT = 32;
 
 const MANIFEST_MODE = 0o600;
 const DIR_MODE = 0o700;
@@ -96,8 +100,12 @@ export async function readManifestDir(dir: string): Promise<ManifestDir> {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
   const out: ManifestDir = { pods: [], manifests: [], problems: [] };
-  for (const name of names.sort()) {
-    const read = await readManifest(join(dir, name));
+  const reads = await mapConcurrent(
+    names.sort(),
+    READS_IN_FLIGHT,
+    (name) => readManifest(join(dir, name)),
+  );
+  for (const read of reads) {
     if (!read) continue;
     if ("problem" in read) {
       out.problems.push(read);
