@@ -148,11 +148,28 @@ export function renderManifest(pod: Pod): string {
   return `${JSON.stringify(pod, null, 2)}\n`;
 }
 
+/**
+ * Writes a manifest into `dir`, creating the directory only when the write finds it missing:
+ * checking it before every write costs a file system call per checkpoint and pass.
+ */
+async function writeManifest(
+  dir: string,
+  path: string,
+  data: string | Uint8Array,
+): Promise<WriteOutcome> {
+  try {
+    return await atomicWrite(path, data, { mode: MANIFEST_MODE });
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  await ensureDir(dir, DIR_MODE);
+  return await atomicWrite(path, data, { mode: MANIFEST_MODE });
+}
+
 /** Stores a sanitized checkpoint as `<inactiveDir>/<ns>-<name>.json`. */
 export async function writeInactiveManifest(paths: ManifestPaths, pod: Pod): Promise<WriteOutcome> {
   const { inactiveManifest } = checkpointPaths(paths, podId(pod));
-  await ensureDir(paths.inactiveDir, DIR_MODE);
-  return await atomicWrite(inactiveManifest, renderManifest(pod), { mode: MANIFEST_MODE });
+  return await writeManifest(paths.inactiveDir, inactiveManifest, renderManifest(pod));
 }
 
 /** Hands a checkpoint to the kubelet: its inactive manifest, copied only when different. */
@@ -168,8 +185,7 @@ export async function activateCheckpoint(
     if (e instanceof Deno.errors.NotFound) return "no-inactive-manifest";
     throw e;
   }
-  await ensureDir(paths.staticPodDir, DIR_MODE);
-  return await atomicWrite(activeManifest, manifest, { mode: MANIFEST_MODE });
+  return await writeManifest(paths.staticPodDir, activeManifest, manifest);
 }
 
 /** Withdraws a checkpoint from the kubelet. */
