@@ -10,8 +10,9 @@
  *
  * Every byte the agent writes is written by a function this file calls directly.
  */
+import { basename } from "node:path";
 import type { Config } from "./config/types.ts";
-import { parseValidId } from "./core/ids.ts";
+import { manifestFileName, parseValidId } from "./core/ids.ts";
 import { type PassInput, type PassResult, runPass, type StateChange } from "./core/pass.ts";
 import type { Pod } from "./core/pod.ts";
 import { explainChange } from "./core/reasons.ts";
@@ -21,6 +22,7 @@ import { type Action, actionOf, type CheckpointState } from "./core/state.ts";
 import { type Clock, formatInstant, type Instant, NANOS_PER_MILLI } from "./core/time.ts";
 import {
   activateCheckpoint,
+  checkpointPaths,
   deactivateCheckpoint,
   type ManifestPaths,
   readManifestDir,
@@ -33,6 +35,7 @@ import {
   removeStaleVolumeDirs,
   writeVolumeFiles,
 } from "./disk/pod_files.ts";
+import { VerifiedFiles } from "./disk/verified_files.ts";
 import type { Logger } from "./log.ts";
 import type { ApiServerClient } from "./sources/apiserver.ts";
 import type { RunningPod, RuntimeClient } from "./sources/cri.ts";
@@ -89,6 +92,8 @@ export interface Observation {
   running: RunningPod[];
   /** Manifest files that are not pods: reported, never touched. */
   manifestProblems: { file: string; problem: string }[];
+  /** Names of the files in the static-pod dir when it was read, pods or not. */
+  activeManifestFiles: ReadonlySet<string>;
 }
 
 export interface AppliedAction {
@@ -206,6 +211,8 @@ export class Agent {
   readonly #paths: ManifestPaths;
   /** Per parent: when its secrets and configmaps were last stored. */
   readonly #refreshedAt = new Map<string, Instant>();
+  /** Inactive manifests known to be what their parent (the key) makes of them. */
+  readonly #checkedManifests = new VerifiedFiles();
 
   constructor(opts: AgentOptions) {
     this.#opts = opts;
@@ -255,6 +262,9 @@ export class Agent {
       failures,
       running: running ?? [],
       manifestProblems: [...active.problems, ...inactive.problems],
+      activeManifestFiles: new Set(
+        [...active.manifests, ...active.problems].map((m) => basename(m.file)),
+      ),
     };
   }
 
@@ -291,7 +301,7 @@ export class Agent {
 
     if (stores) {
       await this.#checkpointParents(result, obs, report);
-      await this.#applyActions(result, report);
+      await this.#applyActions(result, obs, report);
       await this.#persistStatus(stores.status, result, obs.input.now, report);
       if (obs.input.observations.runtimeAvailable) {
         await this.#recordSandboxes(stores.sandboxes, result, obs.running, report);
@@ -362,16 +372,21 @@ export class Agent {
       await this.#attempt(out, "checkpoint", id, async () => {
         const owner = fileOwner(parent);
         if ("error" in owner) throw new Error(`cannot store files for this pod: ${owner.error}`);
+        const last = this.#refreshedAt.get(id);
+        const refreshDue = last === undefined || now - last >= millis(config.refreshIntervalMs);
+        // The manifest is made from the parent alone: the same parent, and a file untouched
+        // since it was last checked, mean nothing to do until the refresh falls due.
+        const manifest = checkpointPaths(this.#paths, id).inactiveManifest;
+        const parentJson = JSON.stringify(parent);
+        if (!refreshDue && await this.#checkedManifests.unchanged(manifest, parentJson)) return;
         const sanitized = sanitizeCheckpoint(parent, {
           secretsDir: config.secretsDir,
           configMapsDir: config.configmapsDir,
         });
         const written = await writeInactiveManifest(this.#paths, sanitized.pod);
+        await this.#checkedManifests.checked(manifest, parentJson);
         if (written === "written") this.#applied(out, { op: "checkpoint", id });
-        const last = this.#refreshedAt.get(id);
-        const due = written === "written" || last === undefined ||
-          now - last >= millis(config.refreshIntervalMs);
-        if (!due || !apiAvailable) return;
+        if (!(refreshDue || written === "written") || !apiAvailable) return;
         const objects = await this.#fetchObjects(parent.metadata.namespace, sanitized.volumes);
         const files = await writeVolumeFiles(sanitized.volumes, objects.data, owner);
         const { namespace, name } = parent.metadata;
@@ -403,6 +418,9 @@ export class Agent {
     for (const id of this.#refreshedAt.keys()) {
       if (!result.tracked.has(id)) this.#refreshedAt.delete(id);
     }
+    this.#checkedManifests.retain(
+      new Set(ids.map((id) => checkpointPaths(this.#paths, id).inactiveManifest)),
+    );
   }
 
   async #fetchObjects(
@@ -432,10 +450,15 @@ export class Agent {
   }
 
   /** Stop, then start, then remove; every tracked checkpoint converges to its action. */
-  async #applyActions(result: PassResult, report: PassReport) {
+  async #applyActions(result: PassResult, obs: Observation, report: PassReport) {
     const desired = desiredActions(result);
     const ids = (action: Action) => [...desired].filter(([, a]) => a === action).map(([id]) => id);
-    await this.#forEachCheckpoint(report, ids("stop"), async (id, out) => {
+    // Nothing to delete for a stop whose active manifest was not there when this pass read the
+    // directory: a steady pass then makes no call per inactive checkpoint.
+    const stops = ids("stop").filter((id) =>
+      !parseValidId(id) || obs.activeManifestFiles.has(manifestFileName(id))
+    );
+    await this.#forEachCheckpoint(report, stops, async (id, out) => {
       await this.#attempt(out, "stop", id, async () => {
         if (await deactivateCheckpoint(this.#paths, id) === "removed") {
           this.#applied(out, { op: "stop", id });
@@ -463,16 +486,19 @@ export class Agent {
 
   async #persistStatus(store: StatusStore, result: PassResult, now: Instant, report: PassReport) {
     const changes = new Map(result.changes.map((c) => [c.id, c]));
+    // One copy of every record, not one per lookup: the records this pass adds are all tracked,
+    // so the untracked ones to delete are among these.
+    const stored = new Map(store.list().map((record) => [record.id, record]));
     for (const [id, state] of result.tracked) {
       const change = changes.get(id);
-      if (!change && recordMatches(store.get(id), state)) continue;
+      if (!change && recordMatches(stored.get(id), state)) continue;
       await this.#attempt(report, "status", id, async () => {
         await store.update(id, (current) => nextStatusRecord(current, id, state, change, now));
       });
     }
-    for (const record of store.list()) {
-      if (result.tracked.has(record.id)) continue;
-      await this.#attempt(report, "status", record.id, () => store.delete(record.id));
+    for (const id of stored.keys()) {
+      if (result.tracked.has(id)) continue;
+      await this.#attempt(report, "status", id, () => store.delete(id));
     }
   }
 
