@@ -81,6 +81,7 @@ async function pass(): Promise<PassTiming> {
   return {
     wallMs,
     cpuMs: (cpu.user + cpu.system) / 1000,
+    memory: Deno.memoryUsage(),
     observedMs: observedAt - passStart,
     answeredMs: {
       apiserver: answeredAt.apiserver - passStart,

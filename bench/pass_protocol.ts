@@ -15,6 +15,8 @@ export interface PassTiming {
   wallMs: number;
   /** CPU time (user + system, every thread) the agent process used during the pass. */
   cpuMs: number;
+  /** The agent process's memory right after the pass (bytes). */
+  memory: { rss: number; heapTotal: number; heapUsed: number; external: number };
   /** Until the observation (every source and both manifest dirs) is complete. */
   observedMs: number;
   /** Until each source's list came back (failures included). */

@@ -89,20 +89,20 @@ const CALL = /^\d+\s+(\w+)\((.*)$/;
 const WRITE_FLAGS = /O_WRONLY|O_RDWR|O_CREAT|O_TRUNC/;
 
 /**
- * The writing calls under `root` in an strace log, between the line that opens `fromMark` and
- * the line that opens `toMark` (see `mark` in pass_protocol.ts). Lines split by strace across
- * threads (`<unfinished ...>`) are counted at their start, which names the file.
+ * The writing calls under `root` in an strace log, between the line that opens `fromMark` (or
+ * the start) and the line that opens `toMark` (see `mark` in pass_protocol.ts). Lines split by
+ * strace across threads (`<unfinished ...>`) are counted at their start, which names the file.
  */
 export function writesBetween(
   log: string,
   root: string,
-  fromMark: string,
+  fromMark: string | undefined,
   toMark: string,
 ): string[] {
   const writes: string[] = [];
-  let inside = false;
+  let inside = fromMark === undefined;
   for (const line of log.split("\n")) {
-    if (line.includes(`"${fromMark}"`)) {
+    if (fromMark !== undefined && line.includes(`"${fromMark}"`)) {
       inside = true;
       continue;
     }
@@ -110,7 +110,7 @@ export function writesBetween(
     const call = CALL.exec(line);
     if (!inside || !call) continue;
     const [, name, args] = call;
-    // The first argument names the file: a path, or a descriptor strace annotates with its path.
+    // A path, or a descriptor strace annotates with its path.
     const underRoot = args.includes(`"${root}/`) || args.includes(`<${root}/`);
     if (!underRoot) continue;
     if (name === "openat" && !WRITE_FLAGS.test(args)) continue;
