@@ -24,6 +24,7 @@ import {
   activateCheckpoint,
   checkpointPaths,
   deactivateCheckpoint,
+  manifestCache,
   type ManifestPaths,
   readManifestDir,
   removeCheckpoint,
@@ -213,6 +214,8 @@ export class Agent {
   readonly #refreshedAt = new Map<string, Instant>();
   /** Inactive manifests known to be what their parent (the key) makes of them. */
   readonly #checkedManifests = new VerifiedFiles();
+  /** Both manifest directories as last read: an unchanged file is not read and parsed again. */
+  readonly #manifestCaches = { active: manifestCache(), inactive: manifestCache() };
 
   constructor(opts: AgentOptions) {
     this.#opts = opts;
@@ -233,8 +236,8 @@ export class Agent {
       sources.apiServer.listNodePods(config.nodeName),
       sources.kubelet.listPods(),
       sources.runtime.listRunningPods(),
-      readManifestDir(config.staticPodDir),
-      readManifestDir(config.inactiveDir),
+      readManifestDir(config.staticPodDir, this.#manifestCaches.active),
+      readManifestDir(config.inactiveDir, this.#manifestCaches.inactive),
       readTracked(),
     ]);
     const failures: SourceFailure[] = [];

@@ -12,6 +12,7 @@ import { formatSchemaError } from "../core/schema_error.ts";
 import { atomicWrite, removeDurably, type WriteOutcome } from "./atomic_write.ts";
 import { mapConcurrent } from "../store/map_concurrent.ts";
 import { ensureDir, removeTree } from "./dirs.ts";
+import { ParsedFiles } from "./verified_files.ts";
 
 export interface ManifestPaths {
   staticPodDir: string;
@@ -57,7 +58,17 @@ function parseManifest(text: string): unknown {
   }
 }
 
-async function readManifest(file: string): Promise<ManifestFile | ManifestProblem | undefined> {
+/** What a manifest file was read as, reusable while the file is unchanged. */
+export type ManifestCache = ParsedFiles<ManifestFile | ManifestProblem>;
+
+export function manifestCache(): ManifestCache {
+  return new ParsedFiles();
+}
+
+async function readManifest(
+  file: string,
+  cache?: ManifestCache,
+): Promise<ManifestFile | ManifestProblem | undefined> {
   let info: Deno.FileInfo;
   try {
     info = await Deno.stat(file);
@@ -67,6 +78,17 @@ async function readManifest(file: string): Promise<ManifestFile | ManifestProble
   }
   // The kubelet does not descend into directories either.
   if (!info.isFile) return undefined;
+  const cached = cache?.get(file, info);
+  if (cached) return cached;
+  const read = await parseManifestFile(file, info);
+  if (read) cache?.set(file, info, read);
+  return read;
+}
+
+async function parseManifestFile(
+  file: string,
+  info: Deno.FileInfo,
+): Promise<ManifestFile | ManifestProblem | undefined> {
   if (info.size > MAX_MANIFEST_BYTES) {
     return { file, problem: `larger than ${MAX_MANIFEST_BYTES} bytes; not read` };
   }
@@ -89,8 +111,10 @@ async function readManifest(file: string): Promise<ManifestFile | ManifestProble
 /**
  * Every pod in a manifest directory, read as the kubelet reads it: every regular file whose name
  * does not start with a dot, whatever its extension, JSON or YAML. A missing directory is empty.
+ * With a cache (one per directory), files unchanged since they were last read are not read again;
+ * the pods returned are then the same objects as before, which nobody may modify.
  */
-export async function readManifestDir(dir: string): Promise<ManifestDir> {
+export async function readManifestDir(dir: string, cache?: ManifestCache): Promise<ManifestDir> {
   const names: string[] = [];
   try {
     for await (const entry of Deno.readDir(dir)) {
@@ -100,11 +124,9 @@ export async function readManifestDir(dir: string): Promise<ManifestDir> {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
   const out: ManifestDir = { pods: [], manifests: [], problems: [] };
-  const reads = await mapConcurrent(
-    names.sort(),
-    READS_IN_FLIGHT,
-    (name) => readManifest(join(dir, name)),
-  );
+  const paths = names.sort().map((name) => join(dir, name));
+  const reads = await mapConcurrent(paths, READS_IN_FLIGHT, (path) => readManifest(path, cache));
+  cache?.retain(new Set(paths));
   for (const read of reads) {
     if (!read) continue;
     if ("problem" in read) {
