@@ -4,7 +4,7 @@
  * N parents of two secrets and one configmap each. Figures go to docs/benchmarks.md, "Node pass".
  *
  *   deno task bench-pass [--parents 100,1000] [--skip-strace] [--skip-rss] [--rss-parents N]
- *                        [--json FILE] [--cpu-profile FILE]
+ *                        [--daemon-v8-flags FLAGS] [--json FILE] [--cpu-profile FILE]
  *
  * For each N: the first pass (writes everything), steady passes (timed; nothing may be written,
  * checked by the pass report, by a listing of every file's times, and by strace), a refresh pass
@@ -27,6 +27,8 @@ const { values: flags } = parseArgs({
     "skip-rss": { type: "boolean", default: false },
     /** Parents on the node the daemon's memory is measured with. */
     "rss-parents": { type: "string", default: "1000" },
+    /** V8 flags for the daemon whose memory is measured, e.g. "--optimize-for-size". */
+    "daemon-v8-flags": { type: "string" },
     /** Daemon passes to watch for the RSS figure. */
     "rss-passes": { type: "string", default: "12" },
     json: { type: "string" },
@@ -318,18 +320,35 @@ async function activation(node: SimNode, configFile: string, n: number) {
 
 // ---------------------------------------------------------------- memory
 
-interface Memory {
-  maxRssKb: number;
-  hwmKb: number;
-  lastRssKb: number;
+/** Kilobytes, as /proc/<pid>/status gives them. */
+interface MemorySample {
+  /** VmRSS = RssAnon + RssFile + RssShmem. */
+  rss: number;
+  /** Anonymous memory: heaps, stacks. */
+  anon: number;
+  /** File-backed pages: mostly the deno executable's own code, shared with every deno process. */
+  file: number;
+  /** VmHWM: the peak RSS the kernel saw. */
+  hwm: number;
 }
 
-async function memoryOf(pid: number): Promise<{ rssKb: number; hwmKb: number } | undefined> {
+interface Memory {
+  /** The largest of each figure among the samples (taken every SAMPLE_MS). */
+  max: MemorySample;
+  last: MemorySample;
+}
+
+async function memoryOf(pid: number): Promise<MemorySample | undefined> {
   try {
     const status = await Deno.readTextFile(`/proc/${pid}/status`);
     const field = (name: string) =>
       Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1]);
-    return { rssKb: field("VmRSS"), hwmKb: field("VmHWM") };
+    return {
+      rss: field("VmRSS"),
+      anon: field("RssAnon"),
+      file: field("RssFile"),
+      hwm: field("VmHWM"),
+    };
   } catch {
     return undefined; // exited meanwhile
   }
@@ -337,15 +356,17 @@ async function memoryOf(pid: number): Promise<{ rssKb: number; hwmKb: number } |
 
 /** Samples a process's memory until `until` resolves; the last sample is taken after it. */
 async function sampleMemory(pid: number, until: Promise<unknown>): Promise<Memory> {
-  const memory: Memory = { maxRssKb: 0, hwmKb: 0, lastRssKb: 0 };
+  const zero = { rss: 0, anon: 0, file: 0, hwm: 0 };
+  const memory: Memory = { max: { ...zero }, last: { ...zero } };
   let done = false;
   until.finally(() => done = true);
   while (true) {
     const sample = await memoryOf(pid);
     if (sample) {
-      memory.maxRssKb = Math.max(memory.maxRssKb, sample.rssKb);
-      memory.hwmKb = Math.max(memory.hwmKb, sample.hwmKb);
-      memory.lastRssKb = sample.rssKb;
+      for (const key of Object.keys(zero) as (keyof MemorySample)[]) {
+        memory.max[key] = Math.max(memory.max[key], sample[key]);
+      }
+      memory.last = sample;
     }
     if (done) return memory;
     await new Promise((resolve) => setTimeout(resolve, SAMPLE_MS));
@@ -353,6 +374,10 @@ async function sampleMemory(pid: number, until: Promise<unknown>): Promise<Memor
 }
 
 const mb = (kb: number) => `${(kb / 1024).toFixed(1)} MB`;
+/** VmHWM is the peak since the process started: not shown for a window that starts later. */
+const showMemory = (m: Memory, withPeak = true) =>
+  `max RSS ${mb(m.max.rss)} (anon ${mb(m.max.anon)}, file ${mb(m.max.file)}), ` +
+  `${withPeak ? `VmHWM ${mb(m.max.hwm)}, ` : ""}last RSS ${mb(m.last.rss)}`;
 
 /** Deno's own footprint: a script that only waits. */
 async function denoBaseline(): Promise<Memory> {
@@ -366,33 +391,53 @@ async function denoBaseline(): Promise<Memory> {
   }
 }
 
+function sleep(ms: number) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 /**
- * `ckpt-agent run` as a subprocess against `node`, from its first pass until `passes` more
- * passes have listed the node's pods; stopped with SIGTERM.
+ * `ckpt-agent run` as a subprocess against `node` (poll interval 1 s), sampled from its start
+ * through its first pass (which writes every checkpoint) until `passes` more passes have listed
+ * the node's pods; stopped with SIGTERM. `steady` covers only the passes after the first.
  */
-async function daemonMemory(node: SimNode, passes: number): Promise<Memory & { passes: number }> {
+async function daemonMemory(node: SimNode, passes: number) {
   const configFile = await node.writeConfigFile();
   const listPath = "/api/v1/pods";
+  const v8Flags = flags["daemon-v8-flags"];
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", MAIN, "run", "--config", configFile],
+    args: [
+      "run",
+      "--allow-all",
+      ...(v8Flags ? [`--v8-flags=${v8Flags}`] : []),
+      MAIN,
+      "run",
+      "--config",
+      configFile,
+    ],
     stdout: "null",
     stderr: "null",
   }).spawn();
   const listsBefore = node.apiServer.requestCount(listPath);
-  const watched = (async () => {
-    // One list per pass; the first pass writes every checkpoint and can take tens of seconds.
-    const deadline = Date.now() + (passes + 120) * 2_000;
-    while (node.apiServer.requestCount(listPath) - listsBefore < passes + 1) {
+  const lists = () => node.apiServer.requestCount(listPath) - listsBefore;
+  // The first pass writes every checkpoint and can take tens of seconds; later ones take about
+  // a second and a half each, poll interval included.
+  const deadline = Date.now() + 120_000 + passes * 5_000;
+  const waitForLists = async (count: number) => {
+    while (lists() < count) {
       if (Date.now() > deadline) throw new Error("the daemon did not pass often enough");
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
     }
-  })();
-  const memory = await sampleMemory(child.pid, watched.catch(() => {}));
+  };
+  const firstPassDone = waitForLists(2);
+  const whole = sampleMemory(child.pid, waitForLists(passes + 1).catch(() => {}));
+  await firstPassDone.catch(() => {});
+  const steady = await sampleMemory(child.pid, waitForLists(passes + 1).catch(() => {}));
+  const all = await whole;
   child.kill("SIGTERM");
   const status = await child.status;
-  await watched;
+  await waitForLists(passes + 1);
   if (!status.success) throw new Error(`the daemon exited with ${status.code}`);
-  return { ...memory, passes: node.apiServer.requestCount(listPath) - listsBefore };
+  return { all, steady, passes: lists(), v8Flags: v8Flags ?? "" };
 }
 
 // ---------------------------------------------------------------- main
@@ -415,7 +460,7 @@ async function benchParents(n: number) {
 
 async function benchMemory(n: number) {
   const baseline = await denoBaseline();
-  console.log(`\nDeno baseline (a script that waits): max RSS ${mb(baseline.maxRssKb)}`);
+  console.log(`\nDeno baseline (a script that waits): ${showMemory(baseline)}`);
   const small = await SimNode.start();
   let idle;
   try {
@@ -423,17 +468,15 @@ async function benchMemory(n: number) {
   } finally {
     await small.close();
   }
-  console.log(
-    `daemon, demo control plane (${idle.passes} passes): max RSS ${mb(idle.maxRssKb)}, ` +
-      `VmHWM ${mb(idle.hwmKb)}, last ${mb(idle.lastRssKb)}`,
-  );
+  console.log(`daemon, demo control plane (3 parents), ${idle.passes} passes:`);
+  console.log(`  whole run:   ${showMemory(idle.all)}`);
+  console.log(`  after pass 1: ${showMemory(idle.steady, false)}`);
   const node = await SimNode.start({ cluster: manyParents("cp-1", n) });
   try {
     const daemon = await daemonMemory(node, RSS_PASSES);
-    console.log(
-      `daemon, ${n} parents from an empty node (${daemon.passes} passes): max RSS ` +
-        `${mb(daemon.maxRssKb)}, VmHWM ${mb(daemon.hwmKb)}, last ${mb(daemon.lastRssKb)}`,
-    );
+    console.log(`daemon, ${n} parents from an empty node, ${daemon.passes} passes:`);
+    console.log(`  whole run:   ${showMemory(daemon.all)}`);
+    console.log(`  after pass 1: ${showMemory(daemon.steady, false)}`);
     return { parents: n, baseline, demoControlPlane: idle, daemon };
   } finally {
     await node.close();
