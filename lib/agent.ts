@@ -10,8 +10,9 @@
  *
  * Every byte the agent writes is written by a function this file calls directly.
  */
+import { basename } from "node:path";
 import type { Config } from "./config/types.ts";
-import { parseValidId } from "./core/ids.ts";
+import { manifestFileName, parseValidId } from "./core/ids.ts";
 import { type PassInput, type PassResult, runPass, type StateChange } from "./core/pass.ts";
 import type { Pod } from "./core/pod.ts";
 import { explainChange } from "./core/reasons.ts";
@@ -22,7 +23,9 @@ import { type Clock, formatInstant, type Instant, NANOS_PER_MILLI } from "./core
 import { totalBytesWritten } from "./disk/atomic_write.ts";
 import {
   activateCheckpoint,
+  checkpointPaths,
   deactivateCheckpoint,
+  manifestCache,
   type ManifestPaths,
   readManifestDir,
   removeCheckpoint,
@@ -34,11 +37,13 @@ import {
   removeStaleVolumeDirs,
   writeVolumeFiles,
 } from "./disk/pod_files.ts";
+import { VerifiedFiles } from "./disk/verified_files.ts";
 import type { Logger } from "./log.ts";
 import type { ApiServerClient } from "./sources/apiserver.ts";
 import type { RunningPod, RuntimeClient } from "./sources/cri.ts";
 import type { KubeletClient } from "./sources/kubelet.ts";
 import { isConfigurationFailure, type SourceFailure, type SourceResult } from "./sources/types.ts";
+import { mapConcurrent } from "./store/map_concurrent.ts";
 import { SANDBOX_CHECKPOINT_VERSION } from "./store/sandbox_checkpoint.ts";
 import type { SandboxStore } from "./store/sandbox_store.ts";
 import { stateOfRecord, type StatusRecord, type StoredStatus } from "./store/status_record.ts";
@@ -76,6 +81,11 @@ export interface AgentOptions {
   sources: NodeSources;
   clock: Clock;
   log: Logger;
+  /**
+   * Told of each action as soon as it is done (and durable), before the pass goes on; for
+   * measuring, e.g. how long a checkpoint takes to reach the kubelet (bench/pass_bench.ts).
+   */
+  onApplied?: (action: AppliedAction) => void;
 }
 
 export interface Observation {
@@ -84,6 +94,8 @@ export interface Observation {
   running: RunningPod[];
   /** Manifest files that are not pods: reported, never touched. */
   manifestProblems: { file: string; problem: string }[];
+  /** Names of the files in the static-pod dir when it was read, pods or not. */
+  activeManifestFiles: ReadonlySet<string>;
 }
 
 export interface AppliedAction {
@@ -111,6 +123,17 @@ export interface PassReport {
   /** Everything the pass wrote: manifests, stored files, status and sandbox records. */
   bytesWritten: number;
 }
+
+/** What working on one checkpoint adds to the pass report. */
+type Outcome = Pick<PassReport, "applied" | "errors">;
+
+/**
+ * Checkpoints worked on at once. Each one's files are its own, but every Deno file call waits
+ * for a thread-pool round trip: one after the other, a steady pass over 1,000 parents spent most
+ * of its time waiting (docs/benchmarks.md, "Node pass"). It also bounds the connections a
+ * refresh opens to the API server at once.
+ */
+const CHECKPOINTS_IN_FLIGHT = 8;
 
 function millis(ms: number): bigint {
   return BigInt(Math.round(ms)) * NANOS_PER_MILLI;
@@ -192,6 +215,10 @@ export class Agent {
   readonly #paths: ManifestPaths;
   /** Per parent: when its secrets and configmaps were last stored. */
   readonly #refreshedAt = new Map<string, Instant>();
+  /** Inactive manifests known to be what their parent (the key) makes of them. */
+  readonly #checkedManifests = new VerifiedFiles();
+  /** Both manifest directories as last read: an unchanged file is not read and parsed again. */
+  readonly #manifestCaches = { active: manifestCache(), inactive: manifestCache() };
 
   constructor(opts: AgentOptions) {
     this.#opts = opts;
@@ -212,8 +239,8 @@ export class Agent {
       sources.apiServer.listNodePods(config.nodeName),
       sources.kubelet.listPods(),
       sources.runtime.listRunningPods(),
-      readManifestDir(config.staticPodDir),
-      readManifestDir(config.inactiveDir),
+      readManifestDir(config.staticPodDir, this.#manifestCaches.active),
+      readManifestDir(config.inactiveDir, this.#manifestCaches.inactive),
       readTracked(),
     ]);
     const failures: SourceFailure[] = [];
@@ -241,6 +268,9 @@ export class Agent {
       failures,
       running: running ?? [],
       manifestProblems: [...active.problems, ...inactive.problems],
+      activeManifestFiles: new Set(
+        [...active.manifests, ...active.problems].map((m) => basename(m.file)),
+      ),
     };
   }
 
@@ -278,7 +308,7 @@ export class Agent {
 
     if (stores) {
       await this.#checkpointParents(result, obs, report);
-      await this.#applyActions(result, report);
+      await this.#applyActions(result, obs, report);
       await this.#persistStatus(stores.status, result, obs.input.now, report);
       if (obs.input.observations.runtimeAvailable) {
         await this.#recordSandboxes(stores.sandboxes, result, obs.running, report);
@@ -301,7 +331,12 @@ export class Agent {
     }
   }
 
-  async #attempt(report: PassReport, op: string, id: string, work: () => Promise<void>) {
+  #applied(report: Outcome, action: AppliedAction) {
+    report.applied.push(action);
+    this.#opts.onApplied?.(action);
+  }
+
+  async #attempt(report: Outcome, op: string, id: string, work: () => Promise<void>) {
     try {
       await work();
     } catch (e) {
@@ -311,26 +346,54 @@ export class Agent {
     }
   }
 
+  /**
+   * Runs `work` for every id, CHECKPOINTS_IN_FLIGHT at a time; what each adds to the report is
+   * added in the order of `ids`, so a report does not depend on which write finished first.
+   */
+  async #forEachCheckpoint(
+    report: PassReport,
+    ids: readonly string[],
+    work: (id: string, outcome: Outcome) => Promise<void>,
+  ) {
+    const outcomes = await mapConcurrent(ids, CHECKPOINTS_IN_FLIGHT, async (id) => {
+      const outcome: Outcome = { applied: [], errors: [] };
+      await work(id, outcome);
+      return outcome;
+    });
+    for (const outcome of outcomes) {
+      report.applied.push(...outcome.applied);
+      report.errors.push(...outcome.errors);
+    }
+  }
+
   /** DESIGN §2.5: the sanitized manifest of every tracked parent, then its secrets and configmaps. */
   async #checkpointParents(result: PassResult, obs: Observation, report: PassReport) {
     const { config } = this.#opts;
     const now = obs.input.now;
     const apiAvailable = obs.input.observations.apiAvailable;
-    for (const [id, parent] of result.parents) {
-      if (!result.tracked.has(id) || !parseValidId(id)) continue;
-      await this.#attempt(report, "checkpoint", id, async () => {
+    const ids = [...result.parents.keys()].filter((id) =>
+      result.tracked.has(id) && parseValidId(id)
+    );
+    await this.#forEachCheckpoint(report, ids, async (id, out) => {
+      const parent = result.parents.get(id)!;
+      await this.#attempt(out, "checkpoint", id, async () => {
         const owner = fileOwner(parent);
         if ("error" in owner) throw new Error(`cannot store files for this pod: ${owner.error}`);
+        const last = this.#refreshedAt.get(id);
+        const refreshDue = last === undefined || now - last >= millis(config.refreshIntervalMs);
+        // The manifest is made from the parent alone: the same parent, and a file untouched
+        // since it was last checked, mean nothing to do until the refresh falls due.
+        const manifest = checkpointPaths(this.#paths, id).inactiveManifest;
+        const parentJson = JSON.stringify(parent);
+        if (!refreshDue && await this.#checkedManifests.unchanged(manifest, parentJson)) return;
         const sanitized = sanitizeCheckpoint(parent, {
           secretsDir: config.secretsDir,
           configMapsDir: config.configmapsDir,
         });
         const written = await writeInactiveManifest(this.#paths, sanitized.pod);
-        if (written === "written") report.applied.push({ op: "checkpoint", id });
-        const last = this.#refreshedAt.get(id);
-        const due = written === "written" || last === undefined ||
-          now - last >= millis(config.refreshIntervalMs);
-        if (!due || !apiAvailable) return;
+        await this.#checkedManifests.checked(manifest, parentJson);
+        if (written === "written") this.#applied(out, { op: "checkpoint", id });
+        if (!(refreshDue || written === "written") || !apiAvailable) return;
         const objects = await this.#fetchObjects(parent.metadata.namespace, sanitized.volumes);
         const files = await writeVolumeFiles(sanitized.volumes, objects.data, owner);
         const { namespace, name } = parent.metadata;
@@ -344,7 +407,7 @@ export class Agent {
         );
         files.removed += stale.length;
         if (files.written + files.removed > 0) {
-          report.applied.push({
+          this.#applied(out, {
             op: "files",
             id,
             detail: `${files.written} written, ${files.removed} removed`,
@@ -357,10 +420,13 @@ export class Agent {
         if (objects.complete && files.skipped.length === 0) this.#refreshedAt.set(id, now);
         else this.#refreshedAt.delete(id);
       });
-    }
+    });
     for (const id of this.#refreshedAt.keys()) {
       if (!result.tracked.has(id)) this.#refreshedAt.delete(id);
     }
+    this.#checkedManifests.retain(
+      new Set(ids.map((id) => checkpointPaths(this.#paths, id).inactiveManifest)),
+    );
   }
 
   async #fetchObjects(
@@ -390,47 +456,55 @@ export class Agent {
   }
 
   /** Stop, then start, then remove; every tracked checkpoint converges to its action. */
-  async #applyActions(result: PassResult, report: PassReport) {
+  async #applyActions(result: PassResult, obs: Observation, report: PassReport) {
     const desired = desiredActions(result);
     const ids = (action: Action) => [...desired].filter(([, a]) => a === action).map(([id]) => id);
-    for (const id of ids("stop")) {
-      await this.#attempt(report, "stop", id, async () => {
+    // Nothing to delete for a stop whose active manifest was not there when this pass read the
+    // directory: a steady pass then makes no call per inactive checkpoint.
+    const stops = ids("stop").filter((id) =>
+      !parseValidId(id) || obs.activeManifestFiles.has(manifestFileName(id))
+    );
+    await this.#forEachCheckpoint(report, stops, async (id, out) => {
+      await this.#attempt(out, "stop", id, async () => {
         if (await deactivateCheckpoint(this.#paths, id) === "removed") {
-          report.applied.push({ op: "stop", id });
+          this.#applied(out, { op: "stop", id });
         }
       });
-    }
-    for (const id of ids("start")) {
-      await this.#attempt(report, "start", id, async () => {
+    });
+    await this.#forEachCheckpoint(report, ids("start"), async (id, out) => {
+      await this.#attempt(out, "start", id, async () => {
         const outcome = await activateCheckpoint(this.#paths, id);
-        if (outcome === "written") report.applied.push({ op: "start", id });
+        if (outcome === "written") this.#applied(out, { op: "start", id });
         if (outcome === "no-inactive-manifest") {
           throw new Error(
             "no inactive manifest to activate (it will be written when the parent is seen)",
           );
         }
       });
-    }
-    for (const id of ids("remove")) {
-      await this.#attempt(report, "remove", id, async () => {
+    });
+    await this.#forEachCheckpoint(report, ids("remove"), async (id, out) => {
+      await this.#attempt(out, "remove", id, async () => {
         await removeCheckpoint(this.#paths, id);
-        report.applied.push({ op: "remove", id });
+        this.#applied(out, { op: "remove", id });
       });
-    }
+    });
   }
 
   async #persistStatus(store: StatusStore, result: PassResult, now: Instant, report: PassReport) {
     const changes = new Map(result.changes.map((c) => [c.id, c]));
+    // One copy of every record, not one per lookup: the records this pass adds are all tracked,
+    // so the untracked ones to delete are among these.
+    const stored = new Map(store.list().map((record) => [record.id, record]));
     for (const [id, state] of result.tracked) {
       const change = changes.get(id);
-      if (!change && recordMatches(store.get(id), state)) continue;
+      if (!change && recordMatches(stored.get(id), state)) continue;
       await this.#attempt(report, "status", id, async () => {
         await store.update(id, (current) => nextStatusRecord(current, id, state, change, now));
       });
     }
-    for (const record of store.list()) {
-      if (result.tracked.has(record.id)) continue;
-      await this.#attempt(report, "status", record.id, () => store.delete(record.id));
+    for (const id of stored.keys()) {
+      if (result.tracked.has(id)) continue;
+      await this.#attempt(report, "status", id, () => store.delete(id));
     }
   }
 
@@ -471,7 +545,7 @@ export class Agent {
           portMappings: s.portMappings,
           interfaces: s.interfaces,
         });
-        report.applied.push({
+        this.#applied(report, {
           op: "sandbox-record",
           id: sandboxId,
           detail: `${s.namespace}/${s.name}`,
@@ -482,7 +556,7 @@ export class Agent {
       if (wanted.has(sandboxId)) continue;
       await this.#attempt(report, "sandbox-forget", sandboxId, async () => {
         await store.remove(sandboxId);
-        report.applied.push({ op: "sandbox-forget", id: sandboxId });
+        this.#applied(report, { op: "sandbox-forget", id: sandboxId });
       });
     }
   }

@@ -10,7 +10,9 @@ import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
 import { podFileDirs } from "../core/sanitize.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import { atomicWrite, removeDurably, type WriteOutcome } from "./atomic_write.ts";
+import { mapConcurrent } from "../store/map_concurrent.ts";
 import { ensureDir, removeTree } from "./dirs.ts";
+import { ParsedFiles } from "./verified_files.ts";
 
 export interface ManifestPaths {
   staticPodDir: string;
@@ -41,6 +43,9 @@ export interface ManifestDir {
 /** Far above any pod manifest; a bigger file is not read into memory. */
 const MAX_MANIFEST_BYTES = 1024 * 1024;
 
+/** Reads kept in flight: each Deno file call waits for a thread-pool round trip. */
+const READS_IN_FLIGHT = 32;
+
 const MANIFEST_MODE = 0o600;
 const DIR_MODE = 0o700;
 
@@ -53,7 +58,17 @@ function parseManifest(text: string): unknown {
   }
 }
 
-async function readManifest(file: string): Promise<ManifestFile | ManifestProblem | undefined> {
+/** What a manifest file was read as, reusable while the file is unchanged. */
+export type ManifestCache = ParsedFiles<ManifestFile | ManifestProblem>;
+
+export function manifestCache(): ManifestCache {
+  return new ParsedFiles();
+}
+
+async function readManifest(
+  file: string,
+  cache?: ManifestCache,
+): Promise<ManifestFile | ManifestProblem | undefined> {
   let info: Deno.FileInfo;
   try {
     info = await Deno.stat(file);
@@ -63,6 +78,17 @@ async function readManifest(file: string): Promise<ManifestFile | ManifestProble
   }
   // The kubelet does not descend into directories either.
   if (!info.isFile) return undefined;
+  const cached = cache?.get(file, info);
+  if (cached) return cached;
+  const read = await parseManifestFile(file, info);
+  if (read) cache?.set(file, info, read);
+  return read;
+}
+
+async function parseManifestFile(
+  file: string,
+  info: Deno.FileInfo,
+): Promise<ManifestFile | ManifestProblem | undefined> {
   if (info.size > MAX_MANIFEST_BYTES) {
     return { file, problem: `larger than ${MAX_MANIFEST_BYTES} bytes; not read` };
   }
@@ -85,8 +111,10 @@ async function readManifest(file: string): Promise<ManifestFile | ManifestProble
 /**
  * Every pod in a manifest directory, read as the kubelet reads it: every regular file whose name
  * does not start with a dot, whatever its extension, JSON or YAML. A missing directory is empty.
+ * With a cache (one per directory), files unchanged since they were last read are not read again;
+ * the pods returned are then the same objects as before, which nobody may modify.
  */
-export async function readManifestDir(dir: string): Promise<ManifestDir> {
+export async function readManifestDir(dir: string, cache?: ManifestCache): Promise<ManifestDir> {
   const names: string[] = [];
   try {
     for await (const entry of Deno.readDir(dir)) {
@@ -96,8 +124,10 @@ export async function readManifestDir(dir: string): Promise<ManifestDir> {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
   const out: ManifestDir = { pods: [], manifests: [], problems: [] };
-  for (const name of names.sort()) {
-    const read = await readManifest(join(dir, name));
+  const paths = names.sort().map((name) => join(dir, name));
+  const reads = await mapConcurrent(paths, READS_IN_FLIGHT, (path) => readManifest(path, cache));
+  cache?.retain(new Set(paths));
+  for (const read of reads) {
     if (!read) continue;
     if ("problem" in read) {
       out.problems.push(read);
@@ -159,12 +189,30 @@ async function assertOursOrAbsent(file: string, id: string): Promise<void> {
   if (!isCheckpoint(read.pod) || podId(read.pod) !== id) throw new ForeignManifestError(file, id);
 }
 
+/**
+ * Writes a manifest into `dir`, creating the directory only when the write finds it missing:
+ * checking it before every write costs a file system call per checkpoint and pass.
+ */
+async function writeManifest(
+  dir: string,
+  path: string,
+  data: string | Uint8Array,
+  id: string,
+): Promise<WriteOutcome> {
+  await assertOursOrAbsent(path, id);
+  try {
+    return await atomicWrite(path, data, { mode: MANIFEST_MODE });
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  await ensureDir(dir, DIR_MODE);
+  return await atomicWrite(path, data, { mode: MANIFEST_MODE });
+}
+
 /** Stores a sanitized checkpoint as `<inactiveDir>/<ns>-<name>.json`. */
 export async function writeInactiveManifest(paths: ManifestPaths, pod: Pod): Promise<WriteOutcome> {
   const { inactiveManifest } = checkpointPaths(paths, podId(pod));
-  await ensureDir(paths.inactiveDir, DIR_MODE);
-  await assertOursOrAbsent(inactiveManifest, podId(pod));
-  return await atomicWrite(inactiveManifest, renderManifest(pod), { mode: MANIFEST_MODE });
+  return await writeManifest(paths.inactiveDir, inactiveManifest, renderManifest(pod), podId(pod));
 }
 
 /** Hands a checkpoint to the kubelet: its inactive manifest, copied only when different. */
@@ -180,9 +228,7 @@ export async function activateCheckpoint(
     if (e instanceof Deno.errors.NotFound) return "no-inactive-manifest";
     throw e;
   }
-  await ensureDir(paths.staticPodDir, DIR_MODE);
-  await assertOursOrAbsent(activeManifest, id);
-  return await atomicWrite(activeManifest, manifest, { mode: MANIFEST_MODE });
+  return await writeManifest(paths.staticPodDir, activeManifest, manifest, id);
 }
 
 /** Withdraws a checkpoint from the kubelet. */

@@ -62,6 +62,8 @@ interface DaemonPodSpec {
   nodeName: string;
   command: string[];
   secret?: string;
+  /** More secret volumes, each with every key of its secret, mounted read-only. */
+  secrets?: { name: string; mountPath: string }[];
   configMap?: { name: string; key: string; mountPath: string };
   checkpoint?: boolean;
   /** Default true, as most control-plane pods; false gives the pod a network of its own. */
@@ -78,6 +80,10 @@ export function daemonSetPod(spec: DaemonPodSpec): Pod {
   if (spec.secret) {
     volumes.push({ name: "secrets", secret: { secretName: spec.secret, defaultMode: 420 } });
     mounts.push({ name: "secrets", mountPath: "/etc/kubernetes/secrets", readOnly: true });
+  }
+  for (const { name, mountPath } of spec.secrets ?? []) {
+    volumes.push({ name, secret: { secretName: name, defaultMode: 384 } });
+    mounts.push({ name, mountPath, readOnly: true });
   }
   if (spec.configMap) {
     volumes.push({
@@ -252,4 +258,59 @@ export function controlPlane(nodeName: string): ControlPlane {
     },
   };
   return { pods, secrets, configMaps, staticManifests: [etcd] };
+}
+
+/**
+ * A node with `count` parents for the benchmarks: each mounts two secrets and one configmap of
+ * its own (plus, like every pod, the service-account volume with the shared `kube-root-ca.crt`).
+ */
+export function manyParents(nodeName: string, count: number): ControlPlane {
+  const pods: Pod[] = [];
+  const secrets: SimObject[] = [];
+  const configMaps: SimObject[] = [
+    { namespace: NS, name: "kube-root-ca.crt", data: { "ca.crt": fakePem("CERTIFICATE", "ca") } },
+  ];
+  for (let i = 0; i < count; i++) {
+    const app = `component-${String(i).padStart(4, "0")}`;
+    const tls = `${app}-tls`, credentials = `${app}-credentials`, config = `${app}-config`;
+    pods.push(daemonSetPod({
+      app,
+      suffix: (i * 7919).toString(36).padStart(5, "x"),
+      nodeName,
+      secrets: [
+        { name: tls, mountPath: "/etc/component/tls" },
+        { name: credentials, mountPath: "/etc/component/credentials" },
+      ],
+      configMap: { name: config, key: "config.yaml", mountPath: "/etc/component/config" },
+      command: [
+        `/usr/local/bin/${app}`,
+        "--config=/etc/component/config/config.yaml",
+        "--tls-cert-file=/etc/component/tls/tls.crt",
+        "--tls-private-key-file=/etc/component/tls/tls.key",
+        "--token-file=/etc/component/credentials/token",
+      ],
+    }));
+    secrets.push(
+      {
+        namespace: NS,
+        name: tls,
+        data: {
+          "tls.crt": fakePem("CERTIFICATE", app),
+          "tls.key": fakePem("EC PRIVATE KEY", app),
+          "ca.crt": fakePem("CERTIFICATE", "ca"),
+        },
+      },
+      {
+        namespace: NS,
+        name: credentials,
+        data: { token: btoa(`token-of-${app}`.repeat(4)), username: `system:${app}` },
+      },
+    );
+    configMaps.push({
+      namespace: NS,
+      name: config,
+      data: { "config.yaml": `apiVersion: v1\nkind: Config\nname: ${app}\nlogLevel: 2\n` },
+    });
+  }
+  return { pods, secrets, configMaps, staticManifests: [] };
 }

@@ -1,0 +1,101 @@
+/**
+ * Files the agent has checked or parsed, remembered so that a later pass can skip reading them
+ * again. Steady passes over 1,000 checkpoints spent a third of their time re-making and
+ * re-reading manifests that had not changed (docs/benchmarks.md, "Node pass").
+ *
+ * A file stays trusted while (l)stat shows the same inode, size, mode, owner, mtime and ctime as
+ * at the check. Every write, rename over, chmod, chown or touch sets ctime to the
+ * current time, which no one can set back; but the kernel's clock for it is coarse, so a write in
+ * the same tick as the check would go unseen. A file is therefore only remembered when its ctime
+ * was already older than TRUSTED_AGE_MS at the check (git's "racily clean" rule): a file written
+ * just now is read back once more on the next pass.
+ */
+
+/** Far coarser than any file system's timestamp granularity. */
+export const TRUSTED_AGE_MS = 1_000;
+
+/** What changes whenever a regular file's content, mode or owner could have; else undefined. */
+function identity(info: Deno.FileInfo): string | undefined {
+  if (!info.isFile || info.mtime === null || info.ctime === null) return undefined;
+  return [info.dev, info.ino, info.size, info.mode, info.uid, info.gid, info.mtime.getTime()]
+    .concat(info.ctime.getTime()).join(" ");
+}
+
+/** The identity of a file that may be remembered: one last changed long enough ago. */
+function settledIdentity(info: Deno.FileInfo, now: number): string | undefined {
+  const id = identity(info);
+  return id !== undefined && info.ctime!.getTime() <= now - TRUSTED_AGE_MS ? id : undefined;
+}
+
+async function lstatOrUndefined(path: string): Promise<Deno.FileInfo | undefined> {
+  try {
+    return await Deno.lstat(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    throw e;
+  }
+}
+
+export class VerifiedFiles {
+  /** path → what the content was checked against, and the file's identity then. */
+  readonly #entries = new Map<string, { key: string; identity: string }>();
+  readonly #now: () => number;
+
+  /** `now`: wall-clock milliseconds, as the kernel stamps ctime. */
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  /**
+   * True when `path` was checked to hold the content `key` stands for and has not changed since;
+   * false means: check it the long way.
+   */
+  async unchanged(path: string, key: string): Promise<boolean> {
+    const entry = this.#entries.get(path);
+    if (!entry || entry.key !== key) return false;
+    const info = await lstatOrUndefined(path);
+    return info !== undefined && identity(info) === entry.identity;
+  }
+
+  /** Call right after `path` was written with, or found to hold, the content `key` stands for. */
+  async checked(path: string, key: string): Promise<void> {
+    this.#entries.delete(path);
+    const info = await lstatOrUndefined(path);
+    const id = info && settledIdentity(info, this.#now());
+    if (id !== undefined) this.#entries.set(path, { key, identity: id });
+  }
+
+  /** Forgets every path but those in `keep`. */
+  retain(keep: ReadonlySet<string>): void {
+    for (const path of this.#entries.keys()) if (!keep.has(path)) this.#entries.delete(path);
+  }
+}
+
+/** What was parsed from files, reused while a file's stat (given by the caller) is unchanged. */
+export class ParsedFiles<T> {
+  readonly #entries = new Map<string, { identity: string; value: T }>();
+  readonly #now: () => number;
+
+  /** `now`: wall-clock milliseconds, as the kernel stamps ctime. */
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  /** What was parsed from `path` when it looked as `info` says, if anything. */
+  get(path: string, info: Deno.FileInfo): T | undefined {
+    const entry = this.#entries.get(path);
+    return entry && entry.identity === identity(info) ? entry.value : undefined;
+  }
+
+  /** `value` was parsed from `path`, read after a stat that returned `info`. */
+  set(path: string, info: Deno.FileInfo, value: T): void {
+    const id = settledIdentity(info, this.#now());
+    if (id === undefined) this.#entries.delete(path);
+    else this.#entries.set(path, { identity: id, value });
+  }
+
+  /** Forgets every path but those in `keep`. */
+  retain(keep: ReadonlySet<string>): void {
+    for (const path of this.#entries.keys()) if (!keep.has(path)) this.#entries.delete(path);
+  }
+}
