@@ -15,6 +15,8 @@ interface Containerd {
   endpoint: string;
   /** containerd's log so far, for failure messages. */
   log(): string;
+  /** Kills containerd (as a crash or an upgrade would) and starts it again on the same socket. */
+  restart(): Promise<void>;
 }
 
 async function withContainerd(test: (containerd: Containerd) => Promise<void>): Promise<void> {
@@ -38,35 +40,51 @@ async function withContainerd(test: (containerd: Containerd) => Promise<void>): 
       `  stream_server_port = "0"`,
     ].join("\n") + "\n",
   );
-  let child: Deno.ChildProcess;
-  try {
-    child = new Deno.Command("containerd", {
-      args: ["--config", `${dir}/config.toml`],
-      stdin: "null",
-      stdout: "null",
-      stderr: "piped",
-    }).spawn();
-  } catch (error) {
-    await Deno.remove(dir, { recursive: true });
-    throw new Error(
-      `containerd is not installed (${error}); install it with "apt-get install containerd" ` +
-        `(CI does): this test needs a real runtime`,
-    );
-  }
   let log = "";
-  const logged = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
-    new WritableStream({ write: (chunk) => void (log += chunk) }),
-  );
-  try {
-    await test({ endpoint: `unix://${socket}`, log: () => log });
-  } finally {
+  let running: { child: Deno.ChildProcess; logged: Promise<void> } | undefined;
+  const start = () => {
+    let child: Deno.ChildProcess;
     try {
-      child.kill("SIGTERM");
+      child = new Deno.Command("containerd", {
+        args: ["--config", `${dir}/config.toml`],
+        stdin: "null",
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+    } catch (error) {
+      throw new Error(
+        `containerd is not installed (${error}); install it with "apt-get install containerd" ` +
+          `(CI does): this test needs a real runtime`,
+      );
+    }
+    const logged = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
+      new WritableStream({ write: (chunk) => void (log += chunk) }),
+    );
+    running = { child, logged };
+  };
+  const stop = async (signal: Deno.Signal) => {
+    if (!running) return;
+    try {
+      running.child.kill(signal);
     } catch {
       // It has already exited; its log says why.
     }
-    await child.status;
-    await logged;
+    await running.child.status;
+    await running.logged;
+    running = undefined;
+  };
+  try {
+    start();
+    await test({
+      endpoint: `unix://${socket}`,
+      log: () => log,
+      restart: async () => {
+        await stop("SIGKILL");
+        start();
+      },
+    });
+  } finally {
+    await stop("SIGTERM");
     await Deno.remove(dir, { recursive: true });
   }
 }
@@ -102,6 +120,25 @@ Deno.test("real containerd: version, empty pod lists, unknown sandbox", async ()
       }
       const status = await client.sandboxStatus("0123456789abcdef");
       assertEquals(status.ok ? "answered" : status.failure.kind, "not-found");
+    } finally {
+      client.close();
+    }
+  });
+});
+
+Deno.test("real containerd: a crash and restart of the runtime is an unreachable pass, then answers again", async () => {
+  await withContainerd(async (containerd) => {
+    const client = connectRuntime(containerd.endpoint, TIMEOUT_MS);
+    try {
+      assertEquals(await firstAnswer(client, containerd), []);
+      await containerd.restart();
+      // Whatever the first call after the crash meets (a dead connection, no socket yet, a
+      // runtime still starting), it is a failure value, never an exception or a crash.
+      const during = await client.listRunningPods();
+      if (!during.ok) {
+        assertEquals(["unreachable", "server-error"].includes(during.failure.kind), true);
+      }
+      assertEquals(await firstAnswer(client, containerd), []);
     } finally {
       client.close();
     }
