@@ -516,16 +516,12 @@ export class Agent {
     report: PassReport,
   ) {
     const { config, sources } = this.#opts;
+    const runningById = new Map(running.map((pod) => [`${pod.namespace}/${pod.name}`, pod]));
     const wanted = new Set<string>();
     for (const [id, action] of desiredActions(result)) {
       if (action !== "start") continue;
-      const [namespace] = id.split("/");
-      const name = staticPodName(id, config.nodeName);
-      for (const pod of running) {
-        if (pod.namespace === namespace && pod.name === name) {
-          for (const sandboxId of pod.sandboxIds) wanted.add(sandboxId);
-        }
-      }
+      const copy = runningById.get(`${id.split("/")[0]}/${staticPodName(id, config.nodeName)}`);
+      for (const sandboxId of copy?.sandboxIds ?? []) wanted.add(sandboxId);
     }
     const known = new Set(store.list());
     for (const sandboxId of wanted) {
