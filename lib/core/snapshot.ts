@@ -15,10 +15,18 @@ import {
   STATE_NAMES,
   type StateName,
 } from "./state.ts";
-import { formatInstant, type Instant, parseInstant, secondsToDuration } from "./time.ts";
+import {
+  formatInstant,
+  type Instant,
+  LAST_INSTANT,
+  parseInstant,
+  secondsToDuration,
+} from "./time.ts";
 import { formatSchemaError } from "./schema_error.ts";
 
 export const DEFAULT_GRACE_PERIOD_SECONDS = 60;
+/** A thousand years: far beyond any sensible grace period, and well inside a bigint's range. */
+const MAX_GRACE_PERIOD_SECONDS = 1000 * 366 * 24 * 3600;
 
 const TRACKABLE_STATES = STATE_NAMES.filter((s) => s !== "remove");
 
@@ -46,7 +54,9 @@ const PodList = z.array(PodSchema);
 
 export const SnapshotSchema = z.object({
   now: Timestamp,
-  gracePeriodSeconds: z.number().finite().nonnegative().default(DEFAULT_GRACE_PERIOD_SECONDS),
+  gracePeriodSeconds: z.number().nonnegative().max(MAX_GRACE_PERIOD_SECONDS).default(
+    DEFAULT_GRACE_PERIOD_SECONDS,
+  ),
   self: SelfIdentitySchema.optional(),
   apiAvailable: z.boolean(),
   runtimeAvailable: z.boolean().default(true),
@@ -63,7 +73,18 @@ export const SnapshotSchema = z.object({
       }
     }
   }),
-}).strict();
+}).strict().superRefine((s, ctx) => {
+  // A grace deadline must be writable as RFC 3339 like every other timestamp. (Zod runs this
+  // even when the field itself failed: a value over the maximum is reported once, there.)
+  if (s.gracePeriodSeconds > MAX_GRACE_PERIOD_SECONDS) return;
+  if (s.now + secondsToDuration(s.gracePeriodSeconds) > LAST_INSTANT) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["gracePeriodSeconds"],
+      message: "now + gracePeriodSeconds falls after the year 9999",
+    });
+  }
+});
 
 export type Snapshot = z.output<typeof SnapshotSchema>;
 

@@ -50,10 +50,14 @@ export function formatInstant(t: Instant): string {
     ? t / NANOS_PER_SECOND
     : -((-t + NANOS_PER_SECOND - 1n) / NANOS_PER_SECOND);
   const nanos = t - seconds * NANOS_PER_SECOND;
-  const base = new Date(Number(seconds) * 1000).toISOString().slice(0, 19);
+  // Beyond year 9999 (no RFC 3339 form), toISOString gives an extended year: keep it whole.
+  const base = new Date(Number(seconds) * 1000).toISOString().replace(/\.\d{3}Z$/, "");
   const fraction = nanos === 0n ? "" : "." + nanos.toString().padStart(9, "0").replace(/0+$/, "");
   return `${base}${fraction}Z`;
 }
+
+/** The last instant RFC 3339 can write: a deadline must not fall after it. */
+export const LAST_INSTANT: Instant = parseInstant("9999-12-31T23:59:59.999999999Z")!;
 
 export function instantFromDate(date: Date): Instant {
   return BigInt(date.getTime()) * NANOS_PER_MILLI;

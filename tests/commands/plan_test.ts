@@ -146,6 +146,16 @@ const BAD: [string, string, string][] = [
     JSON.stringify(snapshot({ gracePeriodSeconds: -1 })),
     "gracePeriodSeconds",
   ],
+  [
+    "gracePeriodSeconds absurdly large",
+    JSON.stringify(snapshot({ gracePeriodSeconds: 1e300 })),
+    "gracePeriodSeconds",
+  ],
+  [
+    "a deadline after the year 9999",
+    JSON.stringify(snapshot({ now: "9999-12-31T23:59:00Z", gracePeriodSeconds: 120 })),
+    "gracePeriodSeconds",
+  ],
   ["localRunning an object", JSON.stringify(snapshot({ localRunning: {} })), "localRunning"],
   [
     "a pod without a name",
