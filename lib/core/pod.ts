@@ -10,9 +10,12 @@ export const POD_SOURCE_ANNOTATION = "kubernetes.io/config.source";
 
 const stringMap = z.record(z.string(), z.string());
 
+/** Never empty and never with a slash: the id `namespace/name` must split back into its parts. */
+const NamePart = z.string().min(1).refine((s) => !s.includes("/"), { error: "must not contain /" });
+
 export const ObjectMetaSchema = z.looseObject({
-  name: z.string().min(1),
-  namespace: z.string().min(1),
+  name: NamePart,
+  namespace: NamePart,
   uid: z.string().optional(),
   labels: stringMap.optional(),
   annotations: stringMap.optional(),

@@ -163,6 +163,11 @@ const BAD: [string, string, string][] = [
     "apiParents[0].metadata.name",
   ],
   [
+    "a pod name with a slash",
+    JSON.stringify(snapshot({ localRunning: [{ metadata: { namespace: "ns", name: "a/b" } }] })),
+    "localRunning[0].metadata.name",
+  ],
+  [
     "annotations not strings",
     JSON.stringify(
       snapshot({
