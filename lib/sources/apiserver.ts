@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import { type Pod, PodSchema } from "../core/pod.ts";
-import { getJson, type HttpTarget, type JsonGet } from "./http.ts";
+import { ConnectionPool, getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
 import { failed, type SourceResult } from "./types.ts";
 
@@ -54,11 +54,18 @@ const ConfigMapSchema = z.looseObject({
   return files;
 });
 
+/**
+ * Connections the API server client opens at once. The agent fetches objects for 8 checkpoints
+ * at a time, each one object after the other, so 8 serve a refresh without waiting.
+ */
+const API_SERVER_CONNECTIONS = 8;
+
 export function createApiServerClient(creds: Credentials, timeoutMs: number): ApiServerClient {
   const target: HttpTarget = {
     source: "apiserver",
     baseUrl: creds.server,
     timeoutMs,
+    connections: new ConnectionPool(API_SERVER_CONNECTIONS),
     tls: {
       verifyServer: !creds.insecure,
       ...(creds.caPem !== undefined ? { caPem: creds.caPem } : {}),
