@@ -29,6 +29,8 @@ const { values: flags } = parseArgs({
     "rss-parents": { type: "string", default: "1000" },
     /** V8 flags for the daemon whose memory is measured, e.g. "--optimize-for-size". */
     "daemon-v8-flags": { type: "string" },
+    /** V8 flags for the agent process whose passes are timed. */
+    "agent-v8-flags": { type: "string" },
     /** Daemon passes to watch for the RSS figure. */
     "rss-passes": { type: "string", default: "12" },
     json: { type: "string" },
@@ -97,7 +99,16 @@ class AgentProcess {
 
   constructor(configFile: string, extraFlags: string[], opts: AgentProcessOptions) {
     const { straceLog } = opts;
-    const agent = [Deno.execPath(), "run", "--allow-all", AGENT_SCRIPT, "--config", configFile];
+    const v8Flags = flags["agent-v8-flags"];
+    const agent = [
+      Deno.execPath(),
+      "run",
+      "--allow-all",
+      ...(v8Flags ? [`--v8-flags=${v8Flags}`] : []),
+      AGENT_SCRIPT,
+      "--config",
+      configFile,
+    ];
     const argv = straceLog ? ["strace", ...straceArgs(straceLog), ...agent] : agent;
     this.#child = new Deno.Command(argv[0], {
       args: [...argv.slice(1), ...extraFlags],
@@ -235,15 +246,26 @@ async function measureSteady(
 }
 
 /** A new agent's first pass: every secret and configmap fetched again, nothing changed. */
-async function refreshPass(configFile: string) {
+async function refreshPass(node: SimNode, configFile: string) {
   return await withAgent(configFile, STEADY, async (agent) => {
+    const requestsBefore = node.apiServer.requests.length;
+    const connectionsBefore = node.apiServer.connections().accepted;
     const timing = await agent.pass();
     requireComplete("refresh pass", timing);
+    const requests = node.apiServer.requests.length - requestsBefore;
+    const connections = node.apiServer.connections().accepted - connectionsBefore;
     console.log(
       `  refresh pass (fetch every object, write what differs): ${ms(timing.wallMs)}; ` +
-        `applied ${appliedText(timing)}; ${timing.bytesWritten} bytes`,
+        `applied ${appliedText(timing)}; ${timing.bytesWritten} bytes; ` +
+        `${requests} API requests over ${connections} connections`,
     );
-    return { wallMs: timing.wallMs, applied: timing.applied, bytesWritten: timing.bytesWritten };
+    return {
+      wallMs: timing.wallMs,
+      applied: timing.applied,
+      bytesWritten: timing.bytesWritten,
+      apiRequests: requests,
+      apiConnections: connections,
+    };
   });
 }
 
@@ -449,7 +471,7 @@ async function benchParents(n: number) {
     const configFile = await node.writeConfigFile();
     const profile = n === Math.max(...PARENT_COUNTS) ? flags["cpu-profile"] : undefined;
     const steady = await measureSteady(node, configFile, n, profile);
-    const refresh = await refreshPass(configFile);
+    const refresh = await refreshPass(node, configFile);
     const traced = flags["skip-strace"] ? undefined : await tracedPasses(node, configFile);
     const activated = await activation(node, configFile, n);
     return { parents: n, ...steady, refresh, strace: traced, activation: activated };

@@ -6,7 +6,6 @@
  */
 import http from "node:http";
 import https from "node:https";
-import type { Socket } from "node:net";
 import type { z } from "zod";
 import { formatSchemaError } from "../core/schema_error.ts";
 import {
@@ -49,17 +48,19 @@ export interface HttpTarget {
 
 /**
  * Connections to one peer, kept only while its calls overlap. A refresh GETs every secret and
- * configmap, 8 at a time: one connection per GET cost a TLS handshake each (Deno's node:tls
- * parses the CA, certificate and key anew for every connection) and most of a refresh's time
- * and memory. Here the calls of such a burst reuse a few connections, and as soon as no call is
- * under way every idle connection is closed: nothing stays open between passes, so a stale
- * connection is never reused, a peer that disappears leaves nothing behind, nothing is open at
- * exit, and a rotated credential is used from the next burst on.
+ * configmap, 8 checkpoints at a time: a connection per GET cost a TLS handshake each (Deno's
+ * node:tls parses the CA, certificate and key anew for every connection; a pre-built
+ * `tls.createSecureContext` is only a holder of those strings there) and most of a refresh's time
+ * and memory. Here the calls of such a burst share a few connections, and once no call is under
+ * way at the end of an event-loop turn every idle connection is closed. Nothing stays open
+ * between passes: a stale connection is never reused, a peer that disappears leaves nothing
+ * behind, nothing is open at exit, and a rotated credential is used from the next burst on.
  */
 export class ConnectionPool {
   readonly #maxSockets: number;
   readonly #agents = new Map<string, http.Agent>();
   #inFlight = 0;
+  #closing: ReturnType<typeof setTimeout> | undefined;
 
   /** `maxSockets`: connections open at once; further calls wait for one to be free. */
   constructor(maxSockets: number) {
@@ -71,10 +72,8 @@ export class ConnectionPool {
     if (!agent) {
       const options = { keepAlive: true, maxSockets: this.#maxSockets };
       agent = protocol === "https:" ? new https.Agent(options) : new http.Agent(options);
-      // After the agent's own handler has put the socket among the free ones.
-      agent.on("free", (socket: Socket) => {
-        if (this.#inFlight === 0) socket.destroy();
-      });
+      // A socket may be handed back after its call was counted as ended.
+      agent.on("free", () => this.#closeIdleWhenQuiet());
       this.#agents.set(protocol, agent);
     }
     return agent;
@@ -85,14 +84,24 @@ export class ConnectionPool {
     this.#inFlight++;
   }
 
-  /** A call ended, its socket destroyed or handed back; the last one closes the idle ones. */
+  /** A call ended, its connection destroyed or handed back. */
   end(): void {
-    if (--this.#inFlight > 0) return;
-    for (const agent of this.#agents.values()) {
-      for (const sockets of Object.values(agent.freeSockets)) {
-        for (const socket of sockets ?? []) socket.destroy();
+    this.#inFlight--;
+    this.#closeIdleWhenQuiet();
+  }
+
+  /** The next call of a burst starts within the turn in which the previous one ended. */
+  #closeIdleWhenQuiet(): void {
+    if (this.#inFlight > 0) return;
+    this.#closing ??= setTimeout(() => {
+      this.#closing = undefined;
+      if (this.#inFlight > 0) return;
+      for (const agent of this.#agents.values()) {
+        for (const sockets of Object.values(agent.freeSockets)) {
+          for (const socket of sockets ?? []) socket.destroy();
+        }
       }
-    }
+    }, 0);
   }
 }
 
