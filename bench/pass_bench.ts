@@ -4,7 +4,7 @@
  * N parents of two secrets and one configmap each. Figures go to docs/benchmarks.md, "Node pass".
  *
  *   deno task bench-pass [--parents 100,1000] [--skip-strace] [--skip-rss] [--rss-parents N]
- *                        [--daemon-v8-flags FLAGS] [--json FILE] [--cpu-profile FILE]
+ *                        [--v8-flags FLAGS] [--json FILE] [--cpu-profile FILE]
  *
  * For each N: the first pass (writes everything), steady passes (timed; nothing may be written,
  * checked by the pass report, by a listing of every file's times, and by strace), a refresh pass
@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { manyParents } from "../lib/sim/control_plane.ts";
 import { SimNode } from "../lib/sim/node.ts";
+import { AGENT_V8_FLAGS } from "../scripts/permissions.ts";
 import { type AgentAnswer, type AgentRequest, lines, type PassTiming } from "./pass_protocol.ts";
 import { listTree, straceArgs, treeChanges, writesBetween } from "./pass_writes.ts";
 
@@ -27,10 +28,9 @@ const { values: flags } = parseArgs({
     "skip-rss": { type: "boolean", default: false },
     /** Parents on the node the daemon's memory is measured with. */
     "rss-parents": { type: "string", default: "1000" },
-    /** V8 flags for the daemon whose memory is measured, e.g. "--optimize-for-size". */
-    "daemon-v8-flags": { type: "string" },
-    /** V8 flags for the agent process whose passes are timed. */
-    "agent-v8-flags": { type: "string" },
+    /** V8 flags of the agent processes, timed or measured; by default the compiled binary's
+     *  (scripts/permissions.ts), "" for none, e.g. "--optimize-for-size" to try others. */
+    "v8-flags": { type: "string", default: AGENT_V8_FLAGS.map((f) => f.flag).join(",") },
     /** Daemon passes to watch for the RSS figure. */
     "rss-passes": { type: "string", default: "12" },
     json: { type: "string" },
@@ -99,7 +99,7 @@ class AgentProcess {
 
   constructor(configFile: string, extraFlags: string[], opts: AgentProcessOptions) {
     const { straceLog } = opts;
-    const v8Flags = flags["agent-v8-flags"];
+    const v8Flags = flags["v8-flags"];
     const agent = [
       Deno.execPath(),
       "run",
@@ -425,7 +425,7 @@ function sleep(ms: number) {
 async function daemonMemory(node: SimNode, passes: number) {
   const configFile = await node.writeConfigFile();
   const listPath = "/api/v1/pods";
-  const v8Flags = flags["daemon-v8-flags"];
+  const v8Flags = flags["v8-flags"];
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -459,7 +459,7 @@ async function daemonMemory(node: SimNode, passes: number) {
   const status = await child.status;
   await waitForLists(passes + 1);
   if (!status.success) throw new Error(`the daemon exited with ${status.code}`);
-  return { all, steady, passes: lists(), v8Flags: v8Flags ?? "" };
+  return { all, steady, passes: lists(), v8Flags };
 }
 
 // ---------------------------------------------------------------- main
@@ -507,6 +507,7 @@ async function benchMemory(n: number) {
 
 const loadBefore = Deno.loadavg();
 console.log(`load average before: ${loadBefore.join(" ")}; ${navigator.hardwareConcurrency} CPUs`);
+console.log(`agent V8 flags: ${flags["v8-flags"] || "(none)"}`);
 const results = [];
 for (const n of PARENT_COUNTS) results.push(await benchParents(n));
 const memory = flags["skip-rss"] ? undefined : await benchMemory(Number(flags["rss-parents"]));
