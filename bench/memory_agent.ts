@@ -1,6 +1,6 @@
 /**
  * The agent side of bench/memory_probe.ts: the real Agent, stores and clients, as
- * `ckpt-agent run` builds them, passing every second like the daemon, and writing one JSON line
+ * `ckpt-agent run` builds them, passing every poll interval like the daemon, and writing one JSON line
  * per phase of each pass to stdout: the process's memory as the kernel counts it (RSS, anon,
  * file) and as V8 does (heap committed, used, external, malloced), so that native memory can be
  * told from the JavaScript heap. Arguments: `--passes N`, then ckpt-agent configuration flags.
@@ -11,6 +11,9 @@
  * CKPT_BENCH_ALLOCATIONS=FILE samples every allocation of the passes after the second, garbage
  * included, and writes the sampling heap profile (summarize it with
  * bench/allocation_summary.ts).
+ *
+ * CKPT_BENCH_MALLOC_STATS=1 prints glibc's malloc_stats() (bytes each arena holds and uses) to
+ * stderr after each pass (through FFI: the bench runs with --allow-all; the agent never does).
  *
  * CKPT_BENCH_HEAP_SNAPSHOT=PREFIX writes two heap snapshots of the last pass: when its
  * observation is complete (`PREFIX-observed.heapsnapshot`) and after it
