@@ -5,12 +5,14 @@
  *
  *   deno run -A bench/memory_probe.ts [--parents 1000] [--passes 12] [--v8-flags FLAGS]
  *                                     [--heap-snapshot PREFIX] [--allocations FILE]
- *                                     [--refresh-interval 1m]
+ *                                     [--refresh-interval 1m] [--poll-interval 1s]
  *
+ * `--v8-flags` defaults to the compiled binary's (scripts/permissions.ts); `""` for none.
  * Prints, for every phase the agent notes (memory_agent.ts), RSS split into anonymous and
- * file-backed pages, and V8's own figures: heap committed and used, external, malloced. The
- * difference between anon and the V8 heap is native memory (Rust, TLS, buffers, malloc).
- * Also the largest RSS sampled from outside during each pass, every 50 ms.
+ * file-backed pages, and V8's own figures: heap committed and used, young generation, external,
+ * malloced; after a pass also the anonymous memory by mapping: glibc's main arena (`[heap]`),
+ * V8's heap pages, and the rest (threads' stacks and arenas). Also the largest RSS sampled from
+ * outside during each pass, every 50 ms.
  */
 import { parseArgs } from "node:util";
 import { manyParents } from "../lib/sim/control_plane.ts";
