@@ -4,7 +4,7 @@
  * N parents of two secrets and one configmap each. Figures go to docs/benchmarks.md, "Node pass".
  *
  *   deno task bench-pass [--parents 100,1000] [--skip-strace] [--skip-rss] [--rss-parents N]
- *                        [--daemon-v8-flags FLAGS] [--json FILE] [--cpu-profile FILE]
+ *                        [--v8-flags FLAGS] [--json FILE] [--cpu-profile FILE]
  *
  * For each N: the first pass (writes everything), steady passes (timed; nothing may be written,
  * checked by the pass report, by a listing of every file's times, and by strace), a refresh pass
@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { manyParents } from "../lib/sim/control_plane.ts";
 import { SimNode } from "../lib/sim/node.ts";
+import { AGENT_V8_FLAGS } from "../scripts/permissions.ts";
 import { type AgentAnswer, type AgentRequest, lines, type PassTiming } from "./pass_protocol.ts";
 import { listTree, straceArgs, treeChanges, writesBetween } from "./pass_writes.ts";
 
@@ -27,8 +28,9 @@ const { values: flags } = parseArgs({
     "skip-rss": { type: "boolean", default: false },
     /** Parents on the node the daemon's memory is measured with. */
     "rss-parents": { type: "string", default: "1000" },
-    /** V8 flags for the daemon whose memory is measured, e.g. "--optimize-for-size". */
-    "daemon-v8-flags": { type: "string" },
+    /** V8 flags of the agent processes, timed or measured; by default the compiled binary's
+     *  (scripts/permissions.ts), "" for none, e.g. "--optimize-for-size" to try others. */
+    "v8-flags": { type: "string", default: AGENT_V8_FLAGS.map((f) => f.flag).join(",") },
     /** Daemon passes to watch for the RSS figure. */
     "rss-passes": { type: "string", default: "12" },
     json: { type: "string" },
@@ -97,7 +99,16 @@ class AgentProcess {
 
   constructor(configFile: string, extraFlags: string[], opts: AgentProcessOptions) {
     const { straceLog } = opts;
-    const agent = [Deno.execPath(), "run", "--allow-all", AGENT_SCRIPT, "--config", configFile];
+    const v8Flags = flags["v8-flags"];
+    const agent = [
+      Deno.execPath(),
+      "run",
+      "--allow-all",
+      ...(v8Flags ? [`--v8-flags=${v8Flags}`] : []),
+      AGENT_SCRIPT,
+      "--config",
+      configFile,
+    ];
     const argv = straceLog ? ["strace", ...straceArgs(straceLog), ...agent] : agent;
     this.#child = new Deno.Command(argv[0], {
       args: [...argv.slice(1), ...extraFlags],
@@ -235,15 +246,26 @@ async function measureSteady(
 }
 
 /** A new agent's first pass: every secret and configmap fetched again, nothing changed. */
-async function refreshPass(configFile: string) {
+async function refreshPass(node: SimNode, configFile: string) {
   return await withAgent(configFile, STEADY, async (agent) => {
+    const requestsBefore = node.apiServer.requests.length;
+    const connectionsBefore = node.apiServer.connections().accepted;
     const timing = await agent.pass();
     requireComplete("refresh pass", timing);
+    const requests = node.apiServer.requests.length - requestsBefore;
+    const connections = node.apiServer.connections().accepted - connectionsBefore;
     console.log(
       `  refresh pass (fetch every object, write what differs): ${ms(timing.wallMs)}; ` +
-        `applied ${appliedText(timing)}; ${timing.bytesWritten} bytes`,
+        `applied ${appliedText(timing)}; ${timing.bytesWritten} bytes; ` +
+        `${requests} API requests over ${connections} connections`,
     );
-    return { wallMs: timing.wallMs, applied: timing.applied, bytesWritten: timing.bytesWritten };
+    return {
+      wallMs: timing.wallMs,
+      applied: timing.applied,
+      bytesWritten: timing.bytesWritten,
+      apiRequests: requests,
+      apiConnections: connections,
+    };
   });
 }
 
@@ -403,7 +425,7 @@ function sleep(ms: number) {
 async function daemonMemory(node: SimNode, passes: number) {
   const configFile = await node.writeConfigFile();
   const listPath = "/api/v1/pods";
-  const v8Flags = flags["daemon-v8-flags"];
+  const v8Flags = flags["v8-flags"];
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -437,7 +459,7 @@ async function daemonMemory(node: SimNode, passes: number) {
   const status = await child.status;
   await waitForLists(passes + 1);
   if (!status.success) throw new Error(`the daemon exited with ${status.code}`);
-  return { all, steady, passes: lists(), v8Flags: v8Flags ?? "" };
+  return { all, steady, passes: lists(), v8Flags };
 }
 
 // ---------------------------------------------------------------- main
@@ -449,7 +471,7 @@ async function benchParents(n: number) {
     const configFile = await node.writeConfigFile();
     const profile = n === Math.max(...PARENT_COUNTS) ? flags["cpu-profile"] : undefined;
     const steady = await measureSteady(node, configFile, n, profile);
-    const refresh = await refreshPass(configFile);
+    const refresh = await refreshPass(node, configFile);
     const traced = flags["skip-strace"] ? undefined : await tracedPasses(node, configFile);
     const activated = await activation(node, configFile, n);
     return { parents: n, ...steady, refresh, strace: traced, activation: activated };
@@ -485,6 +507,7 @@ async function benchMemory(n: number) {
 
 const loadBefore = Deno.loadavg();
 console.log(`load average before: ${loadBefore.join(" ")}; ${navigator.hardwareConcurrency} CPUs`);
+console.log(`agent V8 flags: ${flags["v8-flags"] || "(none)"}`);
 const results = [];
 for (const n of PARENT_COUNTS) results.push(await benchParents(n));
 const memory = flags["skip-rss"] ? undefined : await benchMemory(Number(flags["rss-parents"]));

@@ -6,6 +6,7 @@ import { Agent, type AgentStores, type PassReport, trackedFromStore } from "./ag
 import type { Config } from "./config/types.ts";
 import type { Clock, Instant } from "./core/time.ts";
 import type { Logger } from "./log.ts";
+import { HeapTrimmer } from "./memory.ts";
 
 export type PassListener = (report: PassReport) => void;
 
@@ -16,6 +17,7 @@ export class Daemon {
   readonly #clock: Clock;
   readonly #log: Logger;
   readonly #listeners: PassListener[] = [];
+  readonly #heap = new HeapTrimmer();
   /** The pass under way (or the last one): passes queue behind it. */
   #current: Promise<unknown> = Promise.resolve();
   /** When a pass last finished, complete or not: the loop's heartbeat. */
@@ -68,6 +70,7 @@ export class Daemon {
         // A pass never throws by design; if one does, the loop must still go on.
         this.#log.error("pass failed", { error: e as Error });
       }
+      this.#heap.trim();
       await sleep(this.config.pollIntervalMs, signal);
     }
   }

@@ -41,10 +41,31 @@ export const AGENT_PERMISSIONS: readonly PermissionFlag[] = [
 ];
 
 /**
+ * V8 flags baked in with the permissions: not permissions, but how the daemon keeps its memory
+ * small (docs/benchmarks.md, "Node pass", measured with 1,000 parents).
+ */
+export const AGENT_V8_FLAGS: readonly PermissionFlag[] = [
+  {
+    flag: "--max-semi-space-size=1",
+    why: "V8 grew its young generation to 50-60 MB on the garbage of each pass; capped at 1 MB " +
+      "per semi-space, steady passes take as long as before",
+  },
+  {
+    flag: "--expose-gc",
+    why: "gives the daemon gc(), with which it returns each pass's garbage to the kernel while " +
+      "it waits for the next pass (lib/memory.ts)",
+  },
+];
+
+/**
  * The Deno flags the agent runs with, compiled (baked in by `deno compile`) or from source
  * (`deno task demo`, `deno task agent-strict`): its permissions, and a missing one is an error,
- * never a prompt on an operator's terminal.
+ * never a prompt on an operator's terminal; then its V8 flags.
  */
 export function agentDenoFlags(): string[] {
-  return ["--no-prompt", ...AGENT_PERMISSIONS.map((p) => p.flag)];
+  return [
+    "--no-prompt",
+    ...AGENT_PERMISSIONS.map((p) => p.flag),
+    `--v8-flags=${AGENT_V8_FLAGS.map((f) => f.flag).join(",")}`,
+  ];
 }

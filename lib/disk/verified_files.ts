@@ -10,6 +10,7 @@
  * was already older than TRUSTED_AGE_MS at the check (git's "racily clean" rule): a file written
  * just now is read back once more on the next pass.
  */
+import { createHash } from "node:crypto";
 
 /** Far coarser than any file system's timestamp granularity. */
 export const TRUSTED_AGE_MS = 1_000;
@@ -36,8 +37,13 @@ async function lstatOrUndefined(path: string): Promise<Deno.FileInfo | undefined
   }
 }
 
+/** A key's SHA-256: keys are whole parents as JSON, 2.5 KB each, of which only equality counts. */
+function digest(key: string): string {
+  return createHash("sha256").update(key).digest("base64");
+}
+
 export class VerifiedFiles {
-  /** path → what the content was checked against, and the file's identity then. */
+  /** path → the digest of what the content was checked against, and the file's identity then. */
   readonly #entries = new Map<string, { key: string; identity: string }>();
   readonly #now: () => number;
 
@@ -52,7 +58,7 @@ export class VerifiedFiles {
    */
   async unchanged(path: string, key: string): Promise<boolean> {
     const entry = this.#entries.get(path);
-    if (!entry || entry.key !== key) return false;
+    if (!entry || entry.key !== digest(key)) return false;
     const info = await lstatOrUndefined(path);
     return info !== undefined && identity(info) === entry.identity;
   }
@@ -62,7 +68,7 @@ export class VerifiedFiles {
     this.#entries.delete(path);
     const info = await lstatOrUndefined(path);
     const id = info && settledIdentity(info, this.#now());
-    if (id !== undefined) this.#entries.set(path, { key, identity: id });
+    if (id !== undefined) this.#entries.set(path, { key: digest(key), identity: id });
   }
 
   /** Forgets every path but those in `keep`. */

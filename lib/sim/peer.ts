@@ -70,6 +70,8 @@ export interface PeerControl {
   readonly requests: readonly RecordedRequest[];
   /** How many requests asked for this path (query ignored). */
   requestCount(path: string): number;
+  /** Connections accepted since the start, and those still open. */
+  connections(): { accepted: number; open: number };
 }
 
 export interface SimPeer extends PeerControl {
@@ -105,6 +107,7 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
   const host = options.host ?? "127.0.0.1";
   const requests: RecordedRequest[] = [];
   const sockets = new Set<Socket>();
+  let accepted = 0;
   let tokens = new Set<string>();
   let fault: PeerFault = "none";
   let port = 0;
@@ -152,6 +155,7 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
       }, onRequest)
       : http.createServer(onRequest);
     created.on("connection", (socket: Socket) => {
+      accepted++;
       sockets.add(socket);
       socket.on("close", () => sockets.delete(socket));
     });
@@ -205,6 +209,7 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
     requests,
     requestCount: (path) =>
       requests.filter((r) => new URL(r.target, "http://sim").pathname === path).length,
+    connections: () => ({ accepted, open: sockets.size }),
     close: stopListening,
   };
 }

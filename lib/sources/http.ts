@@ -42,6 +42,67 @@ export interface HttpTarget {
   /** Used only for https URLs. */
   tls?: TlsSettings;
   maxBodyBytes?: number;
+  /** Unset: a fresh connection per call. */
+  connections?: ConnectionPool;
+}
+
+/**
+ * Connections to one peer, kept only while its calls overlap. A refresh GETs every secret and
+ * configmap, 8 checkpoints at a time: a connection per GET cost a TLS handshake each (Deno's
+ * node:tls parses the CA, certificate and key anew for every connection; a pre-built
+ * `tls.createSecureContext` is only a holder of those strings there) and most of a refresh's time
+ * and memory. Here the calls of such a burst share a few connections, and once no call is under
+ * way at the end of an event-loop turn every idle connection is closed. Nothing stays open
+ * between passes: a stale connection is never reused, a peer that disappears leaves nothing
+ * behind, nothing is open at exit, and a rotated credential is used from the next burst on.
+ */
+export class ConnectionPool {
+  readonly #maxSockets: number;
+  readonly #agents = new Map<string, http.Agent>();
+  #inFlight = 0;
+  #closing: ReturnType<typeof setTimeout> | undefined;
+
+  /** `maxSockets`: connections open at once; further calls wait for one to be free. */
+  constructor(maxSockets: number) {
+    this.#maxSockets = maxSockets;
+  }
+
+  agent(protocol: "http:" | "https:"): http.Agent {
+    let agent = this.#agents.get(protocol);
+    if (!agent) {
+      const options = { keepAlive: true, maxSockets: this.#maxSockets };
+      agent = protocol === "https:" ? new https.Agent(options) : new http.Agent(options);
+      // A socket may be handed back after its call was counted as ended.
+      agent.on("free", () => this.#closeIdleWhenQuiet());
+      this.#agents.set(protocol, agent);
+    }
+    return agent;
+  }
+
+  /** A call starts. */
+  begin(): void {
+    this.#inFlight++;
+  }
+
+  /** A call ended, its connection destroyed or handed back. */
+  end(): void {
+    this.#inFlight--;
+    this.#closeIdleWhenQuiet();
+  }
+
+  /** The next call of a burst starts within the turn in which the previous one ended. */
+  #closeIdleWhenQuiet(): void {
+    if (this.#inFlight > 0) return;
+    this.#closing ??= setTimeout(() => {
+      this.#closing = undefined;
+      if (this.#inFlight > 0) return;
+      for (const agent of this.#agents.values()) {
+        for (const sockets of Object.values(agent.freeSockets)) {
+          for (const socket of sockets ?? []) socket.destroy();
+        }
+      }
+    }, 0);
+  }
 }
 
 export interface JsonGet<T> {
@@ -92,9 +153,7 @@ function requestOptions(url: URL, target: HttpTarget, bearerToken?: string): htt
     port: url.port || (url.protocol === "https:" ? 443 : 80),
     path: `${url.pathname}${url.search}`,
     headers,
-    // A fresh connection per call: nothing pooled survives a call, so nothing leaks when the
-    // peer disappears, and a rotated certificate is picked up on the next call.
-    agent: false,
+    agent: target.connections?.agent(url.protocol as "http:" | "https:") ?? false,
   };
   const tls = target.tls;
   if (url.protocol === "https:" && tls) {
@@ -124,14 +183,18 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
   }
   const maxBodyBytes = target.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
 
+  const pool = target.connections;
+  pool?.begin();
   return new Promise((resolve) => {
     let request: http.ClientRequest | undefined;
     let settled = false;
-    const finish = (result: SourceResult<T>) => {
+    /** `answered`: the whole response was read, so its connection may serve another call. */
+    const finish = (result: SourceResult<T>, answered = false) => {
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
-      request?.destroy();
+      if (!(pool && answered)) request?.destroy();
+      pool?.end();
       resolve(result);
     };
     const deadline = setTimeout(
@@ -143,31 +206,39 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
       const status = response.statusCode ?? 0;
       const success = status >= 200 && status < 300;
       const limit = success ? maxBodyBytes : ERROR_BODY_BYTES;
-      const chunks: Uint8Array[] = [];
+      // Each chunk is decoded as it arrives, so its buffer dies young: kept until the end, the
+      // buffers of a 4 MB PodList outlived the young generation and piled up, with every
+      // pass's, in the native heap until a full GC.
+      const decoder = new TextDecoder();
+      const parts: string[] = [];
       let size = 0;
-      const settle = () => {
+      const settle = (answered: boolean) => {
         if (settled) return;
-        const body = new TextDecoder().decode(concat(chunks));
+        parts.push(decoder.decode());
+        const body = parts.join("");
         if (!success) {
           const quoted = quoteBody(body);
           const detail = `${status} ${response.statusMessage ?? ""}`.trim();
-          finish(fail(kindOfStatus(status), quoted ? `${detail}: ${quoted}` : detail, status));
+          finish(
+            fail(kindOfStatus(status), quoted ? `${detail}: ${quoted}` : detail, status),
+            answered,
+          );
         } else {
-          finish(parseBody(body, get.schema, fail));
+          finish(parseBody(body, get.schema, fail), answered);
         }
       };
       response.on("data", (chunk: Uint8Array) => {
         if (settled) return;
         size += chunk.length;
         if (size <= limit) {
-          chunks.push(chunk);
+          parts.push(decoder.decode(chunk, { stream: true }));
         } else if (success) {
           finish(fail("bad-response", `body larger than ${limit} bytes`));
         } else {
-          settle();
+          settle(false);
         }
       });
-      response.on("end", () => settle());
+      response.on("end", () => settle(true));
       response.on("error", (e) => finish(fail("unreachable", `connection lost: ${reason(e)}`)));
     };
 
@@ -183,16 +254,6 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
     request.on("error", (e) => finish(fail("unreachable", reason(e))));
     request.end();
   });
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return out;
 }
 
 function parseBody<T>(

@@ -2,12 +2,14 @@
  * `deno task compile` (scripts/compile.ts). `deno compile` cannot download its runtime (denort)
  * here, so the deno executable itself stands in through DENORT_BIN: the binary produced is not
  * runnable as the agent, but everything this project controls is checked in it — the permission
- * flags baked in, the commit stamped into the build info — and the work tree is left as it was.
+ * and V8 flags baked in, the commit stamped into the build info — and the work tree is left as it
+ * was.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gitCommit } from "../../lib/git_commit.ts";
+import { AGENT_V8_FLAGS } from "../../scripts/permissions.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url)).replace(/\/$/, "");
@@ -24,7 +26,7 @@ function compile(output: string, env: Record<string, string>) {
   }).output();
 }
 
-Deno.test("the build bakes in the agent's permissions and the commit, and leaves the tree as it was", async () => {
+Deno.test("the build bakes in the agent's permissions, V8 flags and commit, and leaves the tree as it was", async () => {
   await withTempDir(async (dir) => {
     const tmp = join(dir, "tmp");
     await Deno.mkdir(tmp);
@@ -64,6 +66,12 @@ Deno.test("the build bakes in the agent's permissions and the commit, and leaves
         prompt: false,
       },
     );
+
+    const v8Flags = /"v8_flags":(\[[^\]]*\])/.exec(binary);
+    assert(v8Flags, "V8 flags in the binary");
+    for (const { flag } of AGENT_V8_FLAGS) {
+      assert(JSON.parse(v8Flags[1]).includes(flag), `${flag} baked in: ${v8Flags[1]}`);
+    }
 
     assertEquals(await Deno.readTextFile(BUILD_INFO), buildInfo, "the work tree is not modified");
     assertEquals(await Array.fromAsync(Deno.readDir(tmp)), [], "the build copy is removed");

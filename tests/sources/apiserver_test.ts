@@ -1,7 +1,12 @@
 /** The API server client against the simulated API server, over real mTLS. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import type { Pod } from "../../lib/core/pod.ts";
-import { type ApiServerClient, createApiServerClient } from "../../lib/sources/apiserver.ts";
+import {
+  type ApiServerClient,
+  createApiServerClient,
+  PodListSchema,
+} from "../../lib/sources/apiserver.ts";
+import { getJson } from "../../lib/sources/http.ts";
 import { type Credentials, loadKubeconfig } from "../../lib/sources/kubeconfig.ts";
 import type { SourceResult } from "../../lib/sources/types.ts";
 import { type SimApiServer, startSimApiServer } from "../../lib/sim/apiserver.ts";
@@ -232,4 +237,47 @@ Deno.test("a 200 that is not a PodList is a bad response, not an empty list", as
   } finally {
     await impostor.close();
   }
+});
+
+Deno.test("a PodList with an item that is not a pod is refused, naming the item's field", async () => {
+  const good = pod("kube-system/a");
+  const bodies: Record<string, unknown> = {
+    "/nameless": { kind: "PodList", items: [good, { metadata: { namespace: "x" } }] },
+    "/labels": {
+      kind: "PodList",
+      items: [good, good, { metadata: { name: "b", namespace: "x", labels: { tier: 1 } } }],
+    },
+    "/scalar": { kind: "PodList", items: [7] },
+  };
+  const peer = await startSimPeer({
+    handle: (request) => ({ status: 200, body: bodies[request.path] }),
+    failure: () => ({ status: 503, body: "" }),
+  });
+  try {
+    const list = (path: string) =>
+      getJson({ source: "apiserver", baseUrl: peer.url, timeoutMs: TIMEOUT_MS }, {
+        path,
+        schema: PodListSchema,
+      });
+    const messages: Record<string, string> = {};
+    for (const path of Object.keys(bodies)) {
+      const f = failure(await list(path));
+      assertEquals(f.kind, "bad-response");
+      messages[path] = f.message.slice(f.message.indexOf("unexpected body: "));
+    }
+    assertEquals(messages, {
+      "/nameless": "unexpected body: items[1].metadata.name: missing (string)",
+      "/labels": "unexpected body: items[2].metadata.labels.tier: expected string, received number",
+      "/scalar": "unexpected body: items[0]: expected object, received number",
+    });
+  } finally {
+    await peer.close();
+  }
+});
+
+Deno.test("PodListSchema keeps the parsed items themselves, every field included", () => {
+  const item = { ...pod("kube-system/a"), spec: { nodeName: NODE_NAME, extra: [1, { x: 2 }] } };
+  const pods = PodListSchema.parse({ kind: "PodList", apiVersion: "v1", items: [item] });
+  assertEquals(pods.length, 1);
+  assert(pods[0] === item, "a copy of the item");
 });

@@ -1,7 +1,12 @@
 /** The shared GET helper: JSON validation, failure classification, deadlines, caps and TLS. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { z } from "zod";
-import { getJson, type HttpTarget, type TlsSettings } from "../../lib/sources/http.ts";
+import {
+  ConnectionPool,
+  getJson,
+  type HttpTarget,
+  type TlsSettings,
+} from "../../lib/sources/http.ts";
 import type { SourceResult } from "../../lib/sources/types.ts";
 import { type PeerResponse, type SimPeerOptions, startSimPeer } from "../../lib/sim/peer.ts";
 import { createSimCa } from "../../lib/sim/pki.ts";
@@ -191,6 +196,69 @@ Deno.test("getJson over TLS: CA, server name, client certificate and bearer toke
     const foreign = await stranger.issueClientCert({ commonName: "intruder" });
     const refused = failure(await get({ verifyServer: true, caPem: ca.certPem, ...foreign }));
     assertEquals(refused.kind, "unreachable");
+  } finally {
+    await peer.close();
+  }
+});
+
+/** Waits for the peer to see every connection closed; closing is asynchronous on its side. */
+async function allClosed(peer: { connections(): { open: number } }): Promise<boolean> {
+  for (let i = 0; i < 200 && peer.connections().open > 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return peer.connections().open === 0;
+}
+
+Deno.test("a connection pool reuses connections while calls overlap and keeps none after", async () => {
+  const { ca, nodeClient } = await simCluster();
+  const serving = await ca.issueServerCert();
+  const peer = await startSimPeer({
+    tls: { ...serving, clientCaPem: ca.certPem },
+    handle: (request) =>
+      request.path === "/missing"
+        ? { status: 404, body: { kind: "Status", message: "gone", code: 404 } }
+        : { status: 200, body: { answer: 7 } },
+    failure: () => ({ status: 503, body: "fault" }),
+  });
+  const pooled = target(peer.url, {
+    connections: new ConnectionPool(3),
+    tls: {
+      verifyServer: true,
+      caPem: ca.certPem,
+      certPem: nodeClient.certPem,
+      keyPem: nodeClient.keyPem,
+    },
+  });
+  const burst = (count: number) =>
+    Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        getJson(pooled, { path: i % 5 === 4 ? "/missing" : "/", schema: Answer })),
+    );
+  try {
+    const answers = await burst(30);
+    assertEquals(answers.filter((a) => a.ok).length, 24);
+    assertEquals(answers.filter((a) => !a.ok && a.failure.kind === "not-found").length, 6);
+    // Every call authenticated with the client certificate, over at most 3 connections.
+    assertEquals(peer.requests.every((r) => r.authenticatedAs?.startsWith("cert:")), true);
+    assert(peer.connections().accepted <= 3, `${peer.connections().accepted} connections`);
+    assert(await allClosed(peer), "a connection stayed open after the last answer");
+
+    // The next burst opens connections anew.
+    const before = peer.connections().accepted;
+    assertEquals((await burst(4)).every((a) => a.ok), true);
+    assert(peer.connections().accepted > before);
+    assert(await allClosed(peer), "a connection stayed open after the last answer");
+
+    // A peer that disappears mid-burst leaves nothing behind; the pool works once it is back.
+    peer.setFault("hang");
+    const hung = getJson({ ...pooled, timeoutMs: 200 }, { path: "/", schema: Answer });
+    assertEquals(failure(await hung).kind, "timeout");
+    peer.setFault("none");
+    await peer.stopListening();
+    assertEquals(failure((await burst(1))[0]).kind, "unreachable");
+    await peer.resumeListening();
+    assertEquals((await burst(4)).every((a) => a.ok), true);
+    assert(await allClosed(peer), "a connection stayed open after the last answer");
   } finally {
     await peer.close();
   }
