@@ -19,9 +19,11 @@
  * observation is complete (`PREFIX-observed.heapsnapshot`) and after it
  * (`PREFIX-between-passes.heapsnapshot`), for bench/heap_summary.ts or Chrome DevTools.
  */
+import { notedSources } from "./noted_sources.ts";
+import type { SourceName } from "../lib/sources/types.ts";
 import { Session } from "node:inspector/promises";
 import v8 from "node:v8";
-import { Agent, type NodeSources, type Observation, trackedFromStore } from "../lib/agent.ts";
+import { Agent, type Observation, trackedFromStore } from "../lib/agent.ts";
 import { openStores } from "../lib/commands/run.ts";
 import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
@@ -118,14 +120,6 @@ function note(phase: string, mappings = false) {
   Deno.stdout.writeSync(out.encode(`${JSON.stringify(sample)}\n`));
 }
 
-function noted<A extends unknown[], R>(phase: string, call: (...args: A) => Promise<R>) {
-  return async (...args: A): Promise<R> => {
-    const answer = await call(...args);
-    note(phase);
-    return answer;
-  };
-}
-
 const snapshotPrefix = Deno.env.get("CKPT_BENCH_HEAP_SNAPSHOT");
 const allocationsFile = Deno.env.get("CKPT_BENCH_ALLOCATIONS");
 const profiler = allocationsFile ? new Session() : undefined;
@@ -135,18 +129,12 @@ const lock = await acquireLock(config.lockFile);
 if (!isLock(lock)) throw new Error(`the lock ${config.lockFile} is held by pid ${lock.heldBy}`);
 note("started", true);
 const connected = await connectNode(config);
-const sources: NodeSources = {
-  apiServer: {
-    ...connected.apiServer,
-    listNodePods: noted("api list answered", connected.apiServer.listNodePods),
-  },
-  kubelet: { listPods: noted("kubelet list answered", connected.kubelet.listPods) },
-  runtime: {
-    listRunningPods: noted("runtime answered", () => connected.runtime.listRunningPods()),
-    sandboxStatus: (id) => connected.runtime.sandboxStatus(id),
-    close: () => connected.runtime.close(),
-  },
+const LIST_ANSWERED: Record<SourceName, string> = {
+  apiserver: "api list answered",
+  kubelet: "kubelet list answered",
+  runtime: "runtime answered",
 };
+const sources = notedSources(connected, (source) => note(LIST_ANSWERED[source]));
 
 class ProbedAgent extends Agent {
   override async observe(...args: Parameters<Agent["observe"]>): Promise<Observation> {

@@ -3,7 +3,8 @@
  * `ckpt-agent run` builds them, running one pass per request read from stdin (see
  * pass_protocol.ts). Arguments are ckpt-agent configuration flags (`--config FILE ...`).
  */
-import { Agent, type NodeSources, type Observation, trackedFromStore } from "../lib/agent.ts";
+import { notedSources } from "./noted_sources.ts";
+import { Agent, type Observation, trackedFromStore } from "../lib/agent.ts";
 import { openStores } from "../lib/commands/run.ts";
 import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
@@ -27,28 +28,10 @@ let answeredAt: Record<SourceName, number> = { apiserver: 0, kubelet: 0, runtime
 let startsDurable: number[] = [];
 
 /** `call`, noting when its answer arrived. */
-function noted<A extends unknown[], R>(source: SourceName, call: (...args: A) => Promise<R>) {
-  return async (...args: A): Promise<R> => {
-    const answer = await call(...args);
-    answeredAt[source] = performance.now();
-    return answer;
-  };
-}
 
 // The real clients; only the moment each list comes back is noted.
 const connected = await connectNode(config);
-const sources: NodeSources = {
-  apiServer: {
-    ...connected.apiServer,
-    listNodePods: noted("apiserver", connected.apiServer.listNodePods),
-  },
-  kubelet: { listPods: noted("kubelet", connected.kubelet.listPods) },
-  runtime: {
-    listRunningPods: noted("runtime", () => connected.runtime.listRunningPods()),
-    sandboxStatus: (id) => connected.runtime.sandboxStatus(id),
-    close: () => connected.runtime.close(),
-  },
-};
+const sources = notedSources(connected, (source) => answeredAt[source] = performance.now());
 
 class TimedAgent extends Agent {
   override async observe(...args: Parameters<Agent["observe"]>): Promise<Observation> {
