@@ -155,7 +155,8 @@ const controlPlaneLost: StoryStep = {
     );
     step.say(
       "A dry run (what `ckpt-agent --once --dry-run` prints) shows what the agent sees and " +
-        "would do. The daemon would not wait: it acts on its next pass, within a second.",
+        "would do. The daemon would not wait: it acts on its next pass, one poll interval " +
+        "(5 s by default) later at most.",
     );
     const pass = await step.dryRun();
     step.expect(
