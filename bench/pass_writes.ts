@@ -5,26 +5,16 @@
  * in which every writing system call naming a path or a file descriptor under the root counts.
  */
 import { join } from "node:path";
+import { statIdentity } from "../lib/disk/verified_files.ts";
 
-/** Path → inode, size, mode, owner, mtime and ctime of everything under `root`. */
+/** Path → identity (inode, size, mode, owner, mtime, ctime) of everything under `root`. */
 export async function listTree(root: string): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   const visit = async (dir: string) => {
     for await (const entry of Deno.readDir(dir)) {
       const path = join(dir, entry.name);
       const info = await Deno.lstat(path);
-      out.set(
-        path,
-        [
-          info.ino,
-          info.size,
-          info.mode,
-          info.uid,
-          info.gid,
-          info.mtime?.getTime(),
-          info.ctime?.getTime(),
-        ].join(" "),
-      );
+      out.set(path, statIdentity(info));
       if (info.isDirectory) await visit(path);
     }
   };

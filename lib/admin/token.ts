@@ -13,6 +13,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { Logger } from "../log.ts";
+import { statIdentity } from "../disk/verified_files.ts";
 
 /** Far above any sensible token; a bigger file is not a token file. */
 export const MAX_TOKEN_FILE_BYTES = 4096;
@@ -30,19 +31,6 @@ function digest(token: string): Uint8Array {
 
 function disabled(reason: string, expected = false): TokenState {
   return { enabled: false, reason, expected };
-}
-
-/** Changes whenever the file is replaced, rewritten, chmod-ed or chown-ed. */
-function identity(info: Deno.FileInfo): string {
-  return [
-    info.dev,
-    info.ino,
-    info.mode,
-    info.uid,
-    info.size,
-    info.mtime?.getTime(),
-    info.ctime?.getTime(),
-  ].join(":");
 }
 
 async function readAtMost(file: Deno.FsFile, limit: number): Promise<Uint8Array> {
@@ -123,7 +111,7 @@ export class AdminToken {
     let key: string;
     try {
       info = await Deno.lstat(this.path);
-      key = identity(info);
+      key = statIdentity(info);
     } catch (e) {
       key = e instanceof Deno.errors.NotFound ? "absent" : `error: ${(e as Error).message}`;
     }

@@ -15,11 +15,27 @@ import { createHash } from "node:crypto";
 /** Far coarser than any file system's timestamp granularity. */
 export const TRUSTED_AGE_MS = 1_000;
 
-/** What changes whenever a regular file's content, mode or owner could have; else undefined. */
+/**
+ * What changes whenever an entry's content, mode or owner could have: device and inode (a
+ * replacement), size, mode, owner, mtime and ctime (every write, rename over, chmod or chown).
+ */
+export function statIdentity(info: Deno.FileInfo): string {
+  return [
+    info.dev,
+    info.ino,
+    info.size,
+    info.mode,
+    info.uid,
+    info.gid,
+    info.mtime?.getTime(),
+    info.ctime?.getTime(),
+  ].join(" ");
+}
+
+/** A regular file's identity; undefined when it has none to trust. */
 function identity(info: Deno.FileInfo): string | undefined {
   if (!info.isFile || info.mtime === null || info.ctime === null) return undefined;
-  return [info.dev, info.ino, info.size, info.mode, info.uid, info.gid, info.mtime.getTime()]
-    .concat(info.ctime.getTime()).join(" ");
+  return statIdentity(info);
 }
 
 /** The identity of a file that may be remembered: one last changed long enough ago. */
