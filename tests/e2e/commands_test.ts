@@ -4,19 +4,10 @@
  * second instance is refused with exit 3, bad configuration exits 2.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { tree } from "../helpers/tree.ts";
 import { acquireLock, isLock } from "../../lib/disk/lock.ts";
-
-async function withNode(fn: (node: SimNode, config: string) => Promise<void>) {
-  const node = await SimNode.start();
-  try {
-    await fn(node, await node.writeConfigFile());
-  } finally {
-    await node.close();
-  }
-}
+import { withNode } from "../helpers/sim_node.ts";
 
 Deno.test("--once --dry-run and snapshot write nothing at all", async () => {
   await withNode(async (node, config) => {

@@ -9,20 +9,12 @@ import type { PassReport } from "../../lib/agent.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { tree } from "../helpers/tree.ts";
+import { withNode } from "../helpers/sim_node.ts";
 
 const APISERVER = "kube-system/kube-apiserver-7x2kq";
 const CONTROLLER = "kube-system/kube-controller-manager-m4t9z";
 const SCHEDULER = "kube-system/kube-scheduler-q8w2c";
 const PARENTS = [APISERVER, CONTROLLER, SCHEDULER];
-
-async function withNode(fn: (node: SimNode) => Promise<void>) {
-  const node = await SimNode.start();
-  try {
-    await fn(node);
-  } finally {
-    await node.close();
-  }
-}
 
 const configFiles = new WeakMap<SimNode, string>();
 

@@ -9,21 +9,12 @@ import { join } from "node:path";
 import denoJson from "../../deno.json" with { type: "json" };
 import type { PassReport } from "../../lib/agent.ts";
 import { isValidParent, podId } from "../../lib/core/pod.ts";
-import { SimNode } from "../../lib/sim/node.ts";
 import { AGENT_PERMISSIONS, agentDenoFlags } from "../../scripts/permissions.ts";
 import { runCli } from "../helpers/cli.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { withNode } from "../helpers/sim_node.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
-
-async function withNode(fn: (node: SimNode, configFile: string) => Promise<void>) {
-  const node = await SimNode.start();
-  try {
-    await fn(node, await node.writeConfigFile());
-  } finally {
-    await node.close();
-  }
-}
 
 function strict(args: string[], env: Record<string, string> = {}) {
   return runCli(args, { denoFlags: agentDenoFlags(), env });
