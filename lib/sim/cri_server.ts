@@ -5,10 +5,12 @@
  * containerd 1.6's, so the agent's parsing of that info is exercised too.
  */
 import * as grpc from "@grpc/grpc-js";
+import { Buffer } from "node:buffer";
 import { z } from "zod";
 import {
   CRI_API_VERSIONS,
   type CriApiVersion,
+  type CriService,
   criServices,
   type RuntimeMethod,
 } from "../sources/cri_proto.ts";
@@ -95,10 +97,11 @@ export class CriSimServer {
 
   /** Starts serving on `socketPath`, which must not exist yet. */
   static async start(options: CriSimOptions): Promise<CriSimServer> {
+    silenceGrpcLogs();
     const server = new grpc.Server();
     const sim = new CriSimServer(options.socketPath, server);
     for (const version of options.apiVersions ?? CRI_API_VERSIONS) {
-      server.addService(criServices()[version], sim.#implementation(version));
+      server.addService(grpcDefinition(criServices()[version]), sim.#implementation(version));
     }
     await new Promise<void>((resolve, reject) =>
       server.bindAsync(
@@ -328,4 +331,29 @@ function cniResult(network: SimNetwork) {
 /** Go's `omitempty`: zero numbers are left out. */
 function withoutZeros(fields: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== 0));
+}
+
+/** The shared CRI codecs as grpc-js wants them for a service. */
+function grpcDefinition(service: CriService): grpc.ServiceDefinition {
+  return Object.fromEntries(
+    Object.entries(service).map(([method, codec]) => [method, {
+      path: codec.path,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: (value: unknown) => Buffer.from(codec.encodeRequest(value)),
+      requestDeserialize: codec.decodeRequest,
+      responseSerialize: (value: unknown) => Buffer.from(codec.encodeResponse(value)),
+      responseDeserialize: codec.decodeResponse,
+    }]),
+  );
+}
+
+/**
+ * grpc-js prints connection errors to stderr by default; the demo and the tests report what
+ * matters themselves, so the library stays quiet unless someone asks with GRPC_VERBOSITY.
+ */
+function silenceGrpcLogs(): void {
+  if (Deno.env.get("GRPC_VERBOSITY") === undefined) {
+    grpc.setLogVerbosity(grpc.logVerbosity.NONE);
+  }
 }

@@ -4,7 +4,6 @@
  * runtime.v1alpha2 only when the runtime does not implement v1 (DESIGN §2.2). Every failure comes
  * back as a SourceFailure with source "runtime"; nothing is thrown and nothing is printed.
  */
-import * as grpc from "@grpc/grpc-js";
 import { isIP } from "node:net";
 import { z } from "zod";
 import {
@@ -13,6 +12,7 @@ import {
   criServices,
   type RuntimeMethod,
 } from "./cri_proto.ts";
+import { GrpcStatus, grpcStatusName, GrpcUnaryClient } from "./grpc_unary.ts";
 import { failed, type FailureKind, type SourceResult, succeeded } from "./types.ts";
 
 export interface RunningPod {
@@ -65,8 +65,8 @@ const KUBELET_CRI_VERSION = "0.1.0";
 
 /** `endpoint` is `unix:///path/to.sock` or a bare absolute path; `timeoutMs` bounds every call. */
 export function connectRuntime(endpoint: string, timeoutMs: number): RuntimeClient {
-  const target = runtimeTarget(endpoint);
-  if (target === undefined) {
+  const socketPath = runtimeSocketPath(endpoint);
+  if (socketPath === undefined) {
     const failure = failed<never>(
       "runtime",
       "unreachable",
@@ -78,13 +78,13 @@ export function connectRuntime(endpoint: string, timeoutMs: number): RuntimeClie
       close: () => {},
     };
   }
-  return new CriRuntimeClient(endpoint, target, timeoutMs);
+  return new CriRuntimeClient(endpoint, socketPath, timeoutMs);
 }
 
-/** The grpc-js target for a runtime endpoint, or undefined when it is not a unix socket path. */
-export function runtimeTarget(endpoint: string): string | undefined {
-  if (endpoint.startsWith("/")) return `unix://${endpoint}`;
-  if (endpoint.startsWith("unix:///")) return endpoint;
+/** The socket path of a runtime endpoint, or undefined when it is not a unix socket. */
+export function runtimeSocketPath(endpoint: string): string | undefined {
+  if (endpoint.startsWith("/")) return endpoint;
+  if (endpoint.startsWith("unix:///")) return endpoint.slice("unix://".length);
   return undefined;
 }
 
@@ -115,20 +115,20 @@ const PodSandboxStatusResponse = z.object({
   info: Labels,
 });
 
-type RpcOutcome =
-  | { ok: true; value: unknown }
-  | { ok: false; error: { code: grpc.status; details: string } };
+type RpcError = { code: number; details: string };
+
+type RpcOutcome = { ok: true; value: unknown } | { ok: false; error: RpcError };
 
 class CriRuntimeClient implements RuntimeClient {
   readonly #endpoint: string;
-  readonly #target: string;
+  readonly #socketPath: string;
   readonly #timeoutMs: number;
-  #channel: grpc.Client | undefined;
+  #connection: GrpcUnaryClient | undefined;
   #api: CriApiVersion | undefined;
 
-  constructor(endpoint: string, target: string, timeoutMs: number) {
+  constructor(endpoint: string, socketPath: string, timeoutMs: number) {
     this.#endpoint = endpoint;
-    this.#target = target;
+    this.#socketPath = socketPath;
     this.#timeoutMs = timeoutMs;
   }
 
@@ -181,8 +181,8 @@ class CriRuntimeClient implements RuntimeClient {
   }
 
   close(): void {
-    this.#channel?.close();
-    this.#channel = undefined;
+    this.#connection?.close();
+    this.#connection = undefined;
   }
 
   /** The API version to speak: probed with Version once, then remembered. */
@@ -191,7 +191,7 @@ class CriRuntimeClient implements RuntimeClient {
     for (const version of CRI_API_VERSIONS) {
       const outcome = await this.#rpc(version, "Version", { version: KUBELET_CRI_VERSION });
       if (!outcome.ok) {
-        if (outcome.error.code === grpc.status.UNIMPLEMENTED) continue;
+        if (outcome.error.code === GrpcStatus.UNIMPLEMENTED) continue;
         return this.#failure(version, "Version", outcome.error);
       }
       const answer = this.#check(version, "Version", outcome.value, VersionResponse);
@@ -215,7 +215,7 @@ class CriRuntimeClient implements RuntimeClient {
     const outcome = await this.#rpc(version, method, request);
     if (outcome.ok) return this.#check(version, method, outcome.value, schema);
     // A runtime replaced by one that speaks another version: probe again on the next call.
-    if (outcome.error.code === grpc.status.UNIMPLEMENTED) this.#api = undefined;
+    if (outcome.error.code === GrpcStatus.UNIMPLEMENTED) this.#api = undefined;
     return this.#failure(version, method, outcome.error);
   }
 
@@ -240,18 +240,14 @@ class CriRuntimeClient implements RuntimeClient {
   #failure<T>(
     version: CriApiVersion,
     method: RuntimeMethod,
-    error: { code: grpc.status; details: string },
+    error: RpcError,
   ): SourceResult<T> {
     const kind = failureKind(error.code);
-    // A fresh channel connects at once on the next call, instead of waiting out grpc-js's
-    // reconnect backoff (up to two minutes) after the runtime comes back.
-    if (kind === "unreachable") this.close();
-    // grpc-js ends connection errors with an empty "Resolution note:"; it says nothing.
-    const details = error.details.replace(/\s+/g, " ").replace(/ ?Resolution note: ?$/, "").trim();
+    const details = error.details.replace(/\s+/g, " ").trim();
     return failed(
       "runtime",
       kind,
-      `${this.#describe(version, method)}: ${grpc.status[error.code] ?? error.code}: ${details}`,
+      `${this.#describe(version, method)}: ${grpcStatusName(error.code)}: ${details}`,
     );
   }
 
@@ -259,56 +255,58 @@ class CriRuntimeClient implements RuntimeClient {
     return `${this.#endpoint} runtime.${version}.RuntimeService/${method}`;
   }
 
-  #rpc(version: CriApiVersion, method: RuntimeMethod, request: unknown): Promise<RpcOutcome> {
-    return new Promise((resolve) => {
-      try {
-        const definition = criServices()[version][method];
-        const channel = this.#channel ??= new grpc.Client(
-          this.#target,
-          grpc.credentials.createInsecure(),
-          // Our own subchannel, so that close() really drops the connection and its backoff.
-          { "grpc.use_local_subchannel_pool": 1 },
-        );
-        channel.makeUnaryRequest(
-          definition.path,
-          definition.requestSerialize,
-          definition.responseDeserialize,
-          request,
-          new grpc.Metadata(),
-          { deadline: Date.now() + this.#timeoutMs },
-          (error, value) =>
-            resolve(
-              error
-                ? { ok: false, error: { code: error.code, details: error.details ?? "" } }
-                : { ok: true, value },
-            ),
-        );
-      } catch (error) {
-        // grpc-js refused the call before sending it: no runtime could have caused that.
-        resolve({ ok: false, error: { code: grpc.status.INTERNAL, details: String(error) } });
-      }
-    });
+  async #rpc(version: CriApiVersion, method: RuntimeMethod, request: unknown): Promise<RpcOutcome> {
+    const codec = criServices()[version][method];
+    const body = codec.encodeRequest(request);
+    const reused = this.#connection !== undefined;
+    let outcome = await this.#call(codec.path, body);
+    // A runtime restarted since the last call leaves a dead connection behind. Every CRI call we
+    // make only reads, so it is asked once more on a fresh connection, as gRPC clients
+    // transparently retry calls the server never saw.
+    if (!outcome.ok && outcome.code === GrpcStatus.UNAVAILABLE && reused) {
+      outcome = await this.#call(codec.path, body);
+    }
+    if (!outcome.ok) return { ok: false, error: outcome };
+    try {
+      return { ok: true, value: codec.decodeResponse(outcome.message) };
+    } catch (error) {
+      return {
+        ok: false,
+        error: { code: GrpcStatus.INTERNAL, details: `undecodable answer: ${error}` },
+      };
+    }
+  }
+
+  /** One call on the current connection, which is dropped when it turns out to be dead. */
+  async #call(path: string, body: Uint8Array) {
+    const connection = this.#connection ??= new GrpcUnaryClient(this.#socketPath);
+    const outcome = await connection.call(path, body, this.#timeoutMs);
+    // Calls running side by side may both see it die: only the first drops it.
+    if (!outcome.ok && outcome.code === GrpcStatus.UNAVAILABLE && this.#connection === connection) {
+      this.close();
+    }
+    return outcome;
   }
 }
 
-function failureKind(code: grpc.status): FailureKind {
+function failureKind(code: number): FailureKind {
   switch (code) {
-    case grpc.status.UNAVAILABLE:
+    case GrpcStatus.UNAVAILABLE:
       return "unreachable";
-    case grpc.status.DEADLINE_EXCEEDED:
+    case GrpcStatus.DEADLINE_EXCEEDED:
       return "timeout";
-    case grpc.status.NOT_FOUND:
+    case GrpcStatus.NOT_FOUND:
       return "not-found";
-    case grpc.status.UNAUTHENTICATED:
+    case GrpcStatus.UNAUTHENTICATED:
       return "unauthorized";
-    case grpc.status.PERMISSION_DENIED:
+    case GrpcStatus.PERMISSION_DENIED:
       return "forbidden";
-    case grpc.status.UNKNOWN:
-    case grpc.status.INTERNAL:
-    case grpc.status.RESOURCE_EXHAUSTED:
-    case grpc.status.ABORTED:
-    case grpc.status.CANCELLED:
-    case grpc.status.DATA_LOSS:
+    case GrpcStatus.UNKNOWN:
+    case GrpcStatus.INTERNAL:
+    case GrpcStatus.RESOURCE_EXHAUSTED:
+    case GrpcStatus.ABORTED:
+    case GrpcStatus.CANCELLED:
+    case GrpcStatus.DATA_LOSS:
       return "server-error";
     default:
       return "bad-response";

@@ -1,6 +1,6 @@
 /**
- * The slice of the Kubernetes CRI that ckpt-agent speaks, as gRPC service definitions shared by
- * the client (lib/sources/cri.ts) and the simulated runtime (lib/sim/cri_server.ts).
+ * The slice of the Kubernetes CRI that ckpt-agent speaks: method paths and message codecs shared
+ * by the client (lib/sources/cri.ts) and the simulated runtime (lib/sim/cri_server.ts).
  *
  * The schema is embedded text, not a file: the compiled binary must not read the source tree.
  * Field numbers are those of k8s.io/cri-api, pkg/apis/runtime/v1/api.proto (package runtime.v1)
@@ -8,8 +8,6 @@
  * number used here. Only the fields we read or send are declared: proto3 decoders skip the rest,
  * so a runtime that sends more (images, container statuses, timestamps) still decodes.
  */
-import * as grpc from "@grpc/grpc-js";
-import { Buffer } from "node:buffer";
 import protobuf from "protobufjs";
 
 export type CriApiVersion = "v1" | "v1alpha2";
@@ -167,14 +165,22 @@ const CONVERSION: protobuf.IConversionOptions = {
 
 export type RuntimeMethod = "Version" | "PodSandboxStatus" | "ListPodSandbox" | "ListContainers";
 
-export type CriService = Record<RuntimeMethod, grpc.MethodDefinition<unknown, unknown>>;
+/** One unary method: its HTTP/2 path and how each side's message is written and read. */
+export interface CriMethod {
+  path: string;
+  encodeRequest(value: unknown): Uint8Array;
+  decodeRequest(bytes: Uint8Array): unknown;
+  encodeResponse(value: unknown): Uint8Array;
+  decodeResponse(bytes: Uint8Array): unknown;
+}
+
+export type CriService = Record<RuntimeMethod, CriMethod>;
 
 let services: Record<CriApiVersion, CriService> | undefined;
 
-/** The RuntimeService definition of each CRI package, built once from the embedded text. */
+/** The RuntimeService of each CRI package, built once from the embedded text. */
 export function criServices(): Record<CriApiVersion, CriService> {
   if (!services) {
-    silenceGrpcLogs();
     const root = new protobuf.Root();
     for (const version of CRI_API_VERSIONS) {
       protobuf.parse(criProtoText(version), root, { keepCase: true });
@@ -187,13 +193,12 @@ export function criServices(): Record<CriApiVersion, CriService> {
 
 function codec(type: protobuf.Type) {
   return {
-    serialize: (value: unknown) =>
-      Buffer.from(type.encode(type.fromObject(value as Record<string, unknown>)).finish()),
-    deserialize: (bytes: Uint8Array) => type.toObject(type.decode(bytes), CONVERSION),
+    encode: (value: unknown) =>
+      type.encode(type.fromObject(value as Record<string, unknown>)).finish(),
+    decode: (bytes: Uint8Array) => type.toObject(type.decode(bytes), CONVERSION),
   };
 }
 
-/** grpc-js method definitions of one package's RuntimeService, unary calls only. */
 function serviceOf(root: protobuf.Root, version: CriApiVersion): CriService {
   const name = `runtime.${version}.RuntimeService`;
   const service = root.lookupService(name);
@@ -203,23 +208,11 @@ function serviceOf(root: protobuf.Root, version: CriApiVersion): CriService {
     const response = codec(method.resolvedResponseType!);
     methods[method.name as RuntimeMethod] = {
       path: `/${name}/${method.name}`,
-      requestStream: false,
-      responseStream: false,
-      requestSerialize: request.serialize,
-      requestDeserialize: request.deserialize,
-      responseSerialize: response.serialize,
-      responseDeserialize: response.deserialize,
+      encodeRequest: request.encode,
+      decodeRequest: request.decode,
+      encodeResponse: response.encode,
+      decodeResponse: response.decode,
     };
   }
   return methods;
-}
-
-/**
- * grpc-js prints connection errors to stderr by default; the agent reports failures itself, so
- * the library stays quiet unless an operator asks for its logs with GRPC_VERBOSITY.
- */
-function silenceGrpcLogs(): void {
-  if (Deno.env.get("GRPC_VERBOSITY") === undefined) {
-    grpc.setLogVerbosity(grpc.logVerbosity.NONE);
-  }
 }

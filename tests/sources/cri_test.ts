@@ -4,6 +4,8 @@ import { connectRuntime, parseSandboxInfo, type RuntimeClient } from "../../lib/
 import { type CriSimOptions, CriSimServer, type SimPod } from "../../lib/sim/cri_server.ts";
 import type { CriApiVersion } from "../../lib/sources/cri_proto.ts";
 import type { SourceResult } from "../../lib/sources/types.ts";
+import { answerOk, startH2cServer } from "../helpers/h2c_server.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
 
 const TIMEOUT_MS = 5_000;
 
@@ -261,6 +263,42 @@ Deno.test("unreachable: a runtime that went away, then answers again when it is 
       assertEquals(value(await client.listRunningPods()).map((p) => p.name), ["etcd"]);
     } finally {
       await again.close();
+    }
+  });
+});
+
+Deno.test("a runtime restarted between two passes costs no failed pass", async () => {
+  await withRuntime([pod("kube-system/etcd")], async ({ sim, client, socketPath }) => {
+    value(await client.listRunningPods());
+    await sim.close();
+    const again = await CriSimServer.start({ socketPath });
+    try {
+      again.setPods([pod("kube-system/etcd")]);
+      assertEquals(value(await client.listRunningPods()).map((p) => p.name), ["etcd"]);
+      assertEquals(value(await client.sandboxStatus("sandbox-uid-etcd")).name, "etcd");
+    } finally {
+      await again.close();
+    }
+  });
+});
+
+Deno.test("a connection the runtime drops in the middle of a call is asked again on a fresh one", async () => {
+  await withTempDir(async (dir) => {
+    let streams = 0;
+    // Every RuntimeService answer decodes from an empty message: a version, or empty lists.
+    const server = await startH2cServer(`${dir}/runtime.sock`, (stream) => {
+      // The second pass's first call: the runtime goes away with the call unanswered.
+      if (++streams === 4) stream.session!.destroy();
+      if (!stream.destroyed) answerOk(stream, new Uint8Array());
+    });
+    const client = connectRuntime(server.socketPath, TIMEOUT_MS);
+    try {
+      for (let pass = 1; pass <= 3; pass++) {
+        assertEquals(value(await client.listRunningPods()), [], `pass ${pass}`);
+      }
+    } finally {
+      client.close();
+      await server.close();
     }
   });
 });
