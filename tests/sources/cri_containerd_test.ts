@@ -15,8 +15,9 @@ interface Containerd {
   endpoint: string;
   /** containerd's log so far, for failure messages. */
   log(): string;
-  /** Kills containerd (as a crash or an upgrade would) and starts it again on the same socket. */
-  restart(): Promise<void>;
+  /** Stops containerd with `signal` (SIGKILL: a crash; SIGTERM: an upgrade, a graceful stop)
+   *  and starts it again on the same socket. */
+  restart(signal: "SIGKILL" | "SIGTERM"): Promise<void>;
 }
 
 async function withContainerd(test: (containerd: Containerd) => Promise<void>): Promise<void> {
@@ -78,8 +79,8 @@ async function withContainerd(test: (containerd: Containerd) => Promise<void>): 
     await test({
       endpoint: `unix://${socket}`,
       log: () => log,
-      restart: async () => {
-        await stop("SIGKILL");
+      restart: async (signal) => {
+        await stop(signal);
         start();
       },
     });
@@ -126,21 +127,25 @@ Deno.test("real containerd: version, empty pod lists, unknown sandbox", async ()
   });
 });
 
-Deno.test("real containerd: a crash and restart of the runtime is an unreachable pass, then answers again", async () => {
-  await withContainerd(async (containerd) => {
-    const client = connectRuntime(containerd.endpoint, TIMEOUT_MS);
-    try {
-      assertEquals(await firstAnswer(client, containerd), []);
-      await containerd.restart();
-      // Whatever the first call after the crash meets (a dead connection, no socket yet, a
-      // runtime still starting), it is a failure value, never an exception or a crash.
-      const during = await client.listRunningPods();
-      if (!during.ok) {
-        assertEquals(["unreachable", "server-error"].includes(during.failure.kind), true);
+for (const [signal, how] of [["SIGKILL", "a crash"], ["SIGTERM", "a graceful stop"]] as const) {
+  Deno.test(`real containerd: ${how} and restart of the runtime is at worst an unreachable pass, then answers again`, async () => {
+    await withContainerd(async (containerd) => {
+      const client = connectRuntime(containerd.endpoint, TIMEOUT_MS);
+      try {
+        for (let restart = 1; restart <= 3; restart++) {
+          assertEquals(await firstAnswer(client, containerd), []);
+          await containerd.restart(signal);
+          // Whatever the first call after the stop meets (a dead connection, no socket yet, a
+          // runtime still starting), it is a failure value, never an exception or a crash.
+          const during = await client.listRunningPods();
+          if (!during.ok) {
+            assertEquals(["unreachable", "server-error"].includes(during.failure.kind), true);
+          }
+        }
+        assertEquals(await firstAnswer(client, containerd), []);
+      } finally {
+        client.close();
       }
-      assertEquals(await firstAnswer(client, containerd), []);
-    } finally {
-      client.close();
-    }
+    });
   });
-});
+}
