@@ -31,8 +31,8 @@ export const AGENT_PERMISSIONS: readonly PermissionFlag[] = [
   },
   {
     flag: "--allow-env",
-    why: "NODE_NAME, POD_NAME and POD_NAMESPACE for the configuration, and the gRPC library " +
-      "reads its GRPC_* and proxy variables when it loads: without it the agent cannot start",
+    why: "NODE_NAME, POD_NAME and POD_NAMESPACE for the configuration; the YAML library also " +
+      "reads its LOG_STREAM and LOG_TOKENS variables while it parses the config file",
   },
   {
     flag: "--allow-sys=hostname",

@@ -4,16 +4,17 @@
  * end-to-end tests run the real agent against it; its verbose sandbox info is shaped like
  * containerd 1.6's, so the agent's parsing of that info is exercised too.
  */
-import * as grpc from "@grpc/grpc-js";
-import { Buffer } from "node:buffer";
+import type http2 from "node:http2";
 import { z } from "zod";
 import {
   CRI_API_VERSIONS,
   type CriApiVersion,
-  type CriService,
+  type CriMethod,
   criServices,
   type RuntimeMethod,
 } from "../sources/cri_proto.ts";
+import { GrpcStatus, unframe } from "../sources/grpc_unary.ts";
+import { answerError, answerOk, type H2cServer, startH2cServer } from "./h2c_server.ts";
 import { POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL } from "../sources/cri.ts";
 
 export interface SimContainer {
@@ -81,34 +82,42 @@ const PodSandboxStatusRequest = z.object({ pod_sandbox_id: z.string(), verbose: 
 
 type Handler = (request: unknown) => unknown;
 
+/** What a handler returns to fail the call with a gRPC status. */
+class RpcError {
+  constructor(readonly code: number, readonly details: string) {}
+}
+
+interface ServedMethod {
+  codec: CriMethod;
+  handler: Handler;
+}
+
 export class CriSimServer {
   readonly endpoint: string;
   readonly #socketPath: string;
-  readonly #server: grpc.Server;
   readonly #calls: string[] = [];
+  #server: H2cServer | undefined;
   #pods: SimPod[] = [];
   #withholding = false;
 
-  private constructor(socketPath: string, server: grpc.Server) {
+  private constructor(socketPath: string) {
     this.#socketPath = socketPath;
     this.endpoint = `unix://${socketPath}`;
-    this.#server = server;
   }
 
   /** Starts serving on `socketPath`, which must not exist yet. */
   static async start(options: CriSimOptions): Promise<CriSimServer> {
-    silenceGrpcLogs();
-    const server = new grpc.Server();
-    const sim = new CriSimServer(options.socketPath, server);
+    const sim = new CriSimServer(options.socketPath);
+    const served = new Map<string, ServedMethod>();
     for (const version of options.apiVersions ?? CRI_API_VERSIONS) {
-      server.addService(grpcDefinition(criServices()[version]), sim.#implementation(version));
+      const handlers = sim.#handlers(version);
+      for (const [method, codec] of Object.entries(criServices()[version])) {
+        served.set(codec.path, { codec, handler: handlers[method as RuntimeMethod] });
+      }
     }
-    await new Promise<void>((resolve, reject) =>
-      server.bindAsync(
-        sim.endpoint,
-        grpc.ServerCredentials.createInsecure(),
-        (error) => error ? reject(error) : resolve(),
-      )
+    sim.#server = await startH2cServer(
+      options.socketPath,
+      (stream, body, headers) => sim.#serve(served, stream, body, String(headers[":path"])),
     );
     return sim;
   }
@@ -129,14 +138,39 @@ export class CriSimServer {
 
   /** Stops answering: open calls are cancelled and the socket disappears. */
   async close(): Promise<void> {
-    this.#server.forceShutdown();
+    await this.#server?.close();
     await Deno.remove(this.#socketPath).catch((error) => {
       if (!(error instanceof Deno.errors.NotFound)) throw error;
     });
   }
 
-  #implementation(version: CriApiVersion): grpc.UntypedServiceImplementation {
-    const handlers: Record<RuntimeMethod, Handler> = {
+  #serve(
+    served: Map<string, ServedMethod>,
+    stream: http2.ServerHttp2Stream,
+    body: Uint8Array,
+    path: string,
+  ): void {
+    const method = served.get(path);
+    if (!method) {
+      // What grpc-go and grpc-js answer for a service or method they do not serve.
+      return answerError(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${path}`);
+    }
+    this.#calls.push(path);
+    if (this.#withholding) return;
+    const request = unframe(body);
+    if (!request.ok) return answerError(stream, request.code, request.details);
+    let answer: unknown;
+    try {
+      answer = method.handler(method.codec.decodeRequest(request.message));
+    } catch (error) {
+      answer = new RpcError(GrpcStatus.INVALID_ARGUMENT, String(error));
+    }
+    if (answer instanceof RpcError) answerError(stream, answer.code, answer.details);
+    else answerOk(stream, method.codec.encodeResponse(answer));
+  }
+
+  #handlers(version: CriApiVersion): Record<RuntimeMethod, Handler> {
+    return {
       Version: () => ({
         version: "0.1.0",
         runtime_name: "ckpt-agent-sim",
@@ -164,8 +198,8 @@ export class CriSimServer {
         const { pod_sandbox_id, verbose } = PodSandboxStatusRequest.parse(request);
         const sandbox = this.#sandboxes().find((sandbox) => sandbox.id === pod_sandbox_id);
         if (!sandbox) {
-          return serviceError(
-            grpc.status.NOT_FOUND,
+          return new RpcError(
+            GrpcStatus.NOT_FOUND,
             `an error occurred when try to find sandbox: not found`,
           );
         }
@@ -183,26 +217,6 @@ export class CriSimServer {
         };
       },
     };
-    return Object.fromEntries(
-      Object.entries(handlers).map(([method, handler]) => [
-        method,
-        (
-          call: grpc.ServerUnaryCall<unknown, unknown>,
-          callback: grpc.sendUnaryData<unknown>,
-        ) => {
-          this.#calls.push(`/runtime.${version}.RuntimeService/${method}`);
-          if (this.#withholding) return;
-          let answer: unknown;
-          try {
-            answer = handler(call.request);
-          } catch (error) {
-            answer = serviceError(grpc.status.INVALID_ARGUMENT, String(error));
-          }
-          if (answer instanceof Error) callback(answer as grpc.ServiceError);
-          else callback(null, answer);
-        },
-      ]),
-    );
   }
 
   #sandboxes() {
@@ -256,10 +270,6 @@ function matches(
   if (filter.id && filter.id !== id) return false;
   if (filter.state && filter.state.state !== state) return false;
   return Object.entries(filter.label_selector).every(([key, value]) => labels[key] === value);
-}
-
-function serviceError(code: grpc.status, details: string): grpc.ServiceError {
-  return Object.assign(new Error(details), { code, details, metadata: new grpc.Metadata() });
 }
 
 /**
@@ -331,29 +341,4 @@ function cniResult(network: SimNetwork) {
 /** Go's `omitempty`: zero numbers are left out. */
 function withoutZeros(fields: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== 0));
-}
-
-/** The shared CRI codecs as grpc-js wants them for a service. */
-function grpcDefinition(service: CriService): grpc.ServiceDefinition {
-  return Object.fromEntries(
-    Object.entries(service).map(([method, codec]) => [method, {
-      path: codec.path,
-      requestStream: false,
-      responseStream: false,
-      requestSerialize: (value: unknown) => Buffer.from(codec.encodeRequest(value)),
-      requestDeserialize: codec.decodeRequest,
-      responseSerialize: (value: unknown) => Buffer.from(codec.encodeResponse(value)),
-      responseDeserialize: codec.decodeResponse,
-    }]),
-  );
-}
-
-/**
- * grpc-js prints connection errors to stderr by default; the demo and the tests report what
- * matters themselves, so the library stays quiet unless someone asks with GRPC_VERBOSITY.
- */
-function silenceGrpcLogs(): void {
-  if (Deno.env.get("GRPC_VERBOSITY") === undefined) {
-    grpc.setLogVerbosity(grpc.logVerbosity.NONE);
-  }
 }

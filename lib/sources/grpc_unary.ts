@@ -93,8 +93,10 @@ export class GrpcUnaryClient {
   }
 }
 
-function frame(message: Uint8Array): Uint8Array<ArrayBuffer> {
+/** gRPC's length prefix (a compression flag, a 4-byte big-endian length), then the message. */
+export function frame(message: Uint8Array, compressed = false): Uint8Array<ArrayBuffer> {
   const framed = new Uint8Array(PREFIX_BYTES + message.length);
+  framed[0] = compressed ? 1 : 0;
   new DataView(framed.buffer).setUint32(1, message.length);
   framed.set(message, PREFIX_BYTES);
   return framed;
@@ -134,7 +136,7 @@ async function readAnswer(response: Response): Promise<GrpcOutcome> {
 }
 
 /** Exactly one uncompressed message, or why not. */
-function unframe(body: Uint8Array): GrpcOutcome {
+export function unframe(body: Uint8Array): GrpcOutcome {
   const internal = (details: string): GrpcOutcome => ({
     ok: false,
     code: GrpcStatus.INTERNAL,
@@ -142,7 +144,7 @@ function unframe(body: Uint8Array): GrpcOutcome {
   });
   if (body.length === 0) {
     // The status, which would say why, is in the trailers fetch does not show.
-    return internal("the runtime ended the call without an answer");
+    return internal("the call ended without a message");
   }
   if (body.length < PREFIX_BYTES) return internal("truncated message prefix");
   if (body[0] !== 0) return internal("compressed answer, which was not asked for");

@@ -4,7 +4,7 @@ import { connectRuntime, parseSandboxInfo, type RuntimeClient } from "../../lib/
 import { type CriSimOptions, CriSimServer, type SimPod } from "../../lib/sim/cri_server.ts";
 import type { CriApiVersion } from "../../lib/sources/cri_proto.ts";
 import type { SourceResult } from "../../lib/sources/types.ts";
-import { answerOk, startH2cServer } from "../helpers/h2c_server.ts";
+import { answerOk, startH2cServer } from "../../lib/sim/h2c_server.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const TIMEOUT_MS = 5_000;

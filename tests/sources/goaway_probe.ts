@@ -5,7 +5,7 @@
  * instead (with Deno's node:http2, an nghttp2 assertion or a segfault: denoland/deno#36788).
  */
 import { connectRuntime } from "../../lib/sources/cri.ts";
-import { answerOk, startH2cServer } from "../helpers/h2c_server.ts";
+import { answerOk, startH2cServer } from "../../lib/sim/h2c_server.ts";
 
 const [dir, cycles] = Deno.args;
 // Every RuntimeService answer decodes from an empty message: a version, or empty lists.

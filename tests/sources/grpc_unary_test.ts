@@ -5,8 +5,13 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import type http2 from "node:http2";
-import { GrpcStatus, GrpcUnaryClient, MAX_MESSAGE_BYTES } from "../../lib/sources/grpc_unary.ts";
-import { answerOk, grpcFrame, startH2cServer, type StreamHandler } from "../helpers/h2c_server.ts";
+import {
+  frame as grpcFrame,
+  GrpcStatus,
+  GrpcUnaryClient,
+  MAX_MESSAGE_BYTES,
+} from "../../lib/sources/grpc_unary.ts";
+import { answerOk, startH2cServer, type StreamHandler } from "../../lib/sim/h2c_server.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const PATH = "/runtime.v1.RuntimeService/Version";
@@ -92,7 +97,7 @@ Deno.test("answers that are not exactly one uncompressed message are failures, n
         stream.end();
       },
       GrpcStatus.INTERNAL,
-      "the runtime ended the call without an answer",
+      "the call ended without a message",
     ],
     [
       "a compressed message",

@@ -1,8 +1,10 @@
 /**
- * A raw HTTP/2 server without TLS on a unix socket, for answers no real gRPC server would give:
- * each test says what the server does with a stream. Sessions are destroyed (GOAWAY) on close.
+ * A raw HTTP/2 server without TLS (h2c) on a unix socket, and gRPC's unary answers: the simulated
+ * runtime serves CRI with it, and tests use it for answers no real gRPC server would give. The
+ * caller says what the server does with each call. Sessions are destroyed (GOAWAY) on close.
  */
 import http2 from "node:http2";
+import { frame } from "../sources/grpc_unary.ts";
 
 export type StreamHandler = (
   stream: http2.ServerHttp2Stream,
@@ -38,7 +40,13 @@ export async function startH2cServer(
     stream.on("data", (chunk: Uint8Array) => chunks.push(chunk));
     stream.on("end", () => handle(stream, concat(chunks), headers));
   });
-  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(socketPath, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
   const dropSessions = () => {
     for (const session of sessions) session.destroy();
   };
@@ -53,22 +61,23 @@ export async function startH2cServer(
   };
 }
 
-/** gRPC's length prefix: a compression flag and a 4-byte big-endian length. */
-export function grpcFrame(message: Uint8Array, compressed = false): Uint8Array {
-  const framed = new Uint8Array(5 + message.length);
-  framed[0] = compressed ? 1 : 0;
-  new DataView(framed.buffer).setUint32(1, message.length);
-  framed.set(message, 5);
-  return framed;
-}
-
 /** A successful unary answer: headers, one message, then grpc-status 0 in the trailers. */
 export function answerOk(stream: http2.ServerHttp2Stream, message: Uint8Array): void {
   stream.respond({ ":status": 200, "content-type": "application/grpc" }, {
     waitForTrailers: true,
   });
   stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-  stream.end(grpcFrame(message));
+  stream.end(frame(message));
+}
+
+/** A failed unary answer the way gRPC servers send one without a message: trailers only. */
+export function answerError(stream: http2.ServerHttp2Stream, code: number, details: string): void {
+  stream.respond({
+    ":status": 200,
+    "content-type": "application/grpc",
+    "grpc-status": String(code),
+    "grpc-message": encodeURIComponent(details),
+  }, { endStream: true });
 }
 
 function concat(chunks: Uint8Array[]): Uint8Array {
