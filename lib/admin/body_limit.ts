@@ -4,35 +4,9 @@
  * counted, so a chunked body cannot slip past; at most MAX_BODY_BYTES + one chunk is held.
  */
 import type { Context, MiddlewareHandler } from "hono";
+import { readBounded } from "../bytes.ts";
 
 export const MAX_BODY_BYTES = 64 * 1024;
-
-/** A body of at most `limit` bytes, or undefined when it is longer. */
-async function readBounded(
-  body: ReadableStream<Uint8Array>,
-  limit: number,
-): Promise<Uint8Array<ArrayBuffer> | undefined> {
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.length;
-    if (size > limit) {
-      await reader.cancel();
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return bytes;
-}
 
 /** Reads the whole body up front; handlers get it back as an ordinary, already-checked body. */
 export function limitBody(

@@ -4,6 +4,7 @@
  * caller says what the server does with each call. Sessions are destroyed (GOAWAY) on close.
  */
 import http2 from "node:http2";
+import { concatBytes } from "../bytes.ts";
 import { frame } from "../sources/grpc_unary.ts";
 
 export type StreamHandler = (
@@ -38,7 +39,7 @@ export async function startH2cServer(
     stream.on("error", () => {});
     const chunks: Uint8Array[] = [];
     stream.on("data", (chunk: Uint8Array) => chunks.push(chunk));
-    stream.on("end", () => handle(stream, concat(chunks), headers));
+    stream.on("end", () => handle(stream, concatBytes(chunks), headers));
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -78,14 +79,4 @@ export function answerError(stream: http2.ServerHttp2Stream, code: number, detai
     "grpc-status": String(code),
     "grpc-message": encodeURIComponent(details),
   }, { endStream: true });
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  const all = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0));
-  let offset = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return all;
 }

@@ -9,6 +9,7 @@
  * servers put it for errors without a message: "trailers-only"), and the body is exactly one
  * complete message; anything else is a failure, which the agent treats as "runtime not asked".
  */
+import { readBounded } from "../bytes.ts";
 
 /** The gRPC status codes (grpc/grpc, doc/statuscodes.md). */
 export const GrpcStatus = {
@@ -124,7 +125,9 @@ async function readAnswer(response: Response): Promise<GrpcOutcome> {
       details: `not a gRPC answer (content-type ${response.headers.get("content-type")})`,
     };
   }
-  const body = await readBounded(response, PREFIX_BYTES + MAX_MESSAGE_BYTES);
+  const body = response.body
+    ? await readBounded(response.body, PREFIX_BYTES + MAX_MESSAGE_BYTES)
+    : new Uint8Array();
   if (body === undefined) {
     return {
       ok: false,
@@ -155,29 +158,6 @@ export function unframe(body: Uint8Array): GrpcOutcome {
     );
   }
   return { ok: true, message: body.subarray(PREFIX_BYTES) };
-}
-
-/** The body, or undefined as soon as it grows past `limit`. */
-async function readBounded(response: Response, limit: number): Promise<Uint8Array | undefined> {
-  if (!response.body) return new Uint8Array();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for await (const chunk of response.body) {
-    total += chunk.length;
-    if (total > limit) {
-      await response.body.cancel().catch(() => {});
-      return undefined;
-    }
-    chunks.push(chunk);
-  }
-  if (chunks.length === 1) return chunks[0];
-  const body = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return body;
 }
 
 /** The HTTP-to-gRPC status mapping of grpc/grpc doc/http-grpc-status-mapping.md. */

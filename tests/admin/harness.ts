@@ -4,6 +4,7 @@
  */
 import { join } from "node:path";
 import { Agent, type AgentStores } from "../../lib/agent.ts";
+import { concatBytes } from "../../lib/bytes.ts";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import { openStores } from "../../lib/commands/run.ts";
@@ -157,13 +158,7 @@ async function readAll(conn: Deno.Conn): Promise<Uint8Array> {
     if (n === null) break;
     chunks.push(buffer.slice(0, n));
   }
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return out;
+  return concatBytes(chunks);
 }
 
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array) {
