@@ -4,7 +4,6 @@
  * end-to-end tests run the real agent against it; its verbose sandbox info is shaped like
  * containerd 1.6's, so the agent's parsing of that info is exercised too.
  */
-import type http2 from "node:http2";
 import { z } from "zod";
 import {
   CRI_API_VERSIONS,
@@ -14,7 +13,14 @@ import {
   type RuntimeMethod,
 } from "../sources/cri_proto.ts";
 import { GrpcStatus, unframe } from "../sources/grpc_unary.ts";
-import { answerError, answerOk, type H2cServer, startH2cServer } from "./h2c_server.ts";
+import {
+  grpcAnswer,
+  grpcError,
+  type H2cServer,
+  startH2cServer,
+  type UnaryCall,
+  untilClosed,
+} from "./h2c_server.ts";
 import { POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL } from "../sources/cri.ts";
 
 export interface SimContainer {
@@ -115,10 +121,7 @@ export class CriSimServer {
         served.set(codec.path, { codec, handler: handlers[method as RuntimeMethod] });
       }
     }
-    sim.#server = await startH2cServer(
-      options.socketPath,
-      (stream, body, headers) => sim.#serve(served, stream, body, String(headers[":path"])),
-    );
+    sim.#server = await startH2cServer(options.socketPath, (call) => sim.#serve(served, call));
     return sim;
   }
 
@@ -136,37 +139,34 @@ export class CriSimServer {
     this.#withholding = true;
   }
 
-  /** Stops answering: open calls are cancelled and the socket disappears. */
+  /** Stops answering: calls held back fail as unavailable, every connection gets a GOAWAY, and
+   *  the socket disappears. */
   async close(): Promise<void> {
     await this.#server?.close();
-    await Deno.remove(this.#socketPath).catch((error) => {
-      if (!(error instanceof Deno.errors.NotFound)) throw error;
-    });
   }
 
-  #serve(
-    served: Map<string, ServedMethod>,
-    stream: http2.ServerHttp2Stream,
-    body: Uint8Array,
-    path: string,
-  ): void {
-    const method = served.get(path);
+  async #serve(served: Map<string, ServedMethod>, call: UnaryCall): Promise<Response> {
+    const method = served.get(call.path);
     if (!method) {
       // What grpc-go and grpc-js answer for a service or method they do not serve.
-      return answerError(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${path}`);
+      return grpcError(GrpcStatus.UNIMPLEMENTED, `unknown method ${call.path}`);
     }
-    this.#calls.push(path);
-    if (this.#withholding) return;
-    const request = unframe(body);
-    if (!request.ok) return answerError(stream, request.code, request.details);
+    this.#calls.push(call.path);
+    if (this.#withholding) {
+      await untilClosed(call);
+      return grpcError(GrpcStatus.UNAVAILABLE, "the runtime is shutting down");
+    }
+    const request = unframe(call.body);
+    if (!request.ok) return grpcError(request.code, request.details);
     let answer: unknown;
     try {
       answer = method.handler(method.codec.decodeRequest(request.message));
     } catch (error) {
       answer = new RpcError(GrpcStatus.INVALID_ARGUMENT, String(error));
     }
-    if (answer instanceof RpcError) answerError(stream, answer.code, answer.details);
-    else answerOk(stream, method.codec.encodeResponse(answer));
+    return answer instanceof RpcError
+      ? grpcError(answer.code, answer.details)
+      : grpcAnswer(method.codec.encodeResponse(answer));
   }
 
   #handlers(version: CriApiVersion): Record<RuntimeMethod, Handler> {

@@ -1,82 +1,95 @@
 /**
- * A raw HTTP/2 server without TLS (h2c) on a unix socket, and gRPC's unary answers: the simulated
- * runtime serves CRI with it, and tests use it for answers no real gRPC server would give. The
- * caller says what the server does with each call. Sessions are destroyed (GOAWAY) on close.
+ * gRPC's unary calls served over HTTP/2 without TLS (h2c) on a unix socket, with Deno.serve
+ * (hyper), which takes HTTP/2 with prior knowledge on a plain socket. The simulated runtime
+ * serves CRI with it, and tests use it for answers no real gRPC server would give.
+ *
+ * Not node:http2: in Deno 2.9 a GOAWAY on one of its sessions, sent or received, can abort or
+ * segfault the whole process (denoland/deno#36788), and a test run or a demo is one process.
+ *
+ * One deviation from gRPC: Deno.serve cannot send HTTP trailers, so a successful answer ends
+ * after its message, without the `grpc-status: 0` trailer a gRPC server sends. The agent's client
+ * cannot read trailers either (lib/sources/grpc_unary.ts) and is tested against real containerd;
+ * errors are sent exactly as gRPC servers send them, in the headers ("trailers-only").
  */
-import http2 from "node:http2";
-import { concatBytes } from "../bytes.ts";
-import { frame } from "../sources/grpc_unary.ts";
+import { frame, GrpcStatus } from "../sources/grpc_unary.ts";
 
-export type StreamHandler = (
-  stream: http2.ServerHttp2Stream,
-  body: Uint8Array,
-  headers: http2.IncomingHttpHeaders,
-) => void;
+export interface UnaryCall {
+  /** `/package.Service/Method`. */
+  path: string;
+  headers: Headers;
+  /** The request body as sent: a length-prefixed message, if the client is well-behaved. */
+  body: Uint8Array;
+  /** Aborted when the server closes: a handler that holds a call back must answer then. */
+  closing: AbortSignal;
+}
+
+export type UnaryHandler = (call: UnaryCall) => Response | Promise<Response>;
 
 export interface H2cServer {
   socketPath: string;
-  /** How many streams (calls) arrived. */
-  streams(): number;
-  /** Sends every open session a GOAWAY and drops it; the server keeps listening. */
-  dropSessions(): void;
+  /** How many calls arrived. */
+  calls(): number;
+  /** Answers what it still holds, sends every connection a GOAWAY, removes the socket. */
   close(): Promise<void>;
 }
 
-export async function startH2cServer(
-  socketPath: string,
-  handle: StreamHandler,
-): Promise<H2cServer> {
-  const server = http2.createServer();
-  const sessions = new Set<http2.ServerHttp2Session>();
-  let streams = 0;
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.on("error", () => {});
-    session.on("close", () => sessions.delete(session));
+export function startH2cServer(socketPath: string, handle: UnaryHandler): Promise<H2cServer> {
+  const closing = new AbortController();
+  let calls = 0;
+  return new Promise((resolve, reject) => {
+    let server: Deno.HttpServer<Deno.UnixAddr>;
+    try {
+      server = Deno.serve({
+        path: socketPath,
+        signal: closing.signal,
+        onListen: () =>
+          resolve({
+            socketPath,
+            calls: () => calls,
+            close: async () => {
+              closing.abort();
+              await server.finished;
+              await Deno.remove(socketPath).catch((error) => {
+                if (!(error instanceof Deno.errors.NotFound)) throw error;
+              });
+            },
+          }),
+        onError: () => grpcError(GrpcStatus.INTERNAL, "the simulated server failed"),
+      }, async (request) => {
+        calls++;
+        return await handle({
+          path: new URL(request.url).pathname,
+          headers: request.headers,
+          body: new Uint8Array(await request.arrayBuffer()),
+          closing: closing.signal,
+        });
+      });
+    } catch (error) {
+      reject(error);
+    }
   });
-  server.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
-    streams++;
-    stream.on("error", () => {});
-    const chunks: Uint8Array[] = [];
-    stream.on("data", (chunk: Uint8Array) => chunks.push(chunk));
-    stream.on("end", () => handle(stream, concatBytes(chunks), headers));
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(socketPath, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const dropSessions = () => {
-    for (const session of sessions) session.destroy();
-  };
-  return {
-    socketPath,
-    streams: () => streams,
-    dropSessions,
-    close: () => {
-      dropSessions();
-      return new Promise((resolve) => server.close(() => resolve()));
-    },
-  };
 }
 
-/** A successful unary answer: headers, one message, then grpc-status 0 in the trailers. */
-export function answerOk(stream: http2.ServerHttp2Stream, message: Uint8Array): void {
-  stream.respond({ ":status": 200, "content-type": "application/grpc" }, {
-    waitForTrailers: true,
-  });
-  stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-  stream.end(frame(message));
+/** A successful unary answer: one message. */
+export function grpcAnswer(message: Uint8Array): Response {
+  return new Response(frame(message), { headers: { "content-type": "application/grpc" } });
 }
 
 /** A failed unary answer the way gRPC servers send one without a message: trailers only. */
-export function answerError(stream: http2.ServerHttp2Stream, code: number, details: string): void {
-  stream.respond({
-    ":status": 200,
-    "content-type": "application/grpc",
-    "grpc-status": String(code),
-    "grpc-message": encodeURIComponent(details),
-  }, { endStream: true });
+export function grpcError(code: number, details: string): Response {
+  return new Response(null, {
+    headers: {
+      "content-type": "application/grpc",
+      "grpc-status": String(code),
+      "grpc-message": encodeURIComponent(details),
+    },
+  });
+}
+
+/** Resolves when the server closes: for a handler that never answers of its own accord. */
+export function untilClosed(call: UnaryCall): Promise<void> {
+  return new Promise((resolve) => {
+    if (call.closing.aborted) resolve();
+    call.closing.addEventListener("abort", () => resolve(), { once: true });
+  });
 }

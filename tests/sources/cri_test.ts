@@ -4,7 +4,7 @@ import { connectRuntime, parseSandboxInfo, type RuntimeClient } from "../../lib/
 import { type CriSimOptions, CriSimServer, type SimPod } from "../../lib/sim/cri_server.ts";
 import type { CriApiVersion } from "../../lib/sources/cri_proto.ts";
 import type { SourceResult } from "../../lib/sources/types.ts";
-import { answerOk, startH2cServer } from "../../lib/sim/h2c_server.ts";
+import { grpcAnswer, startH2cServer } from "../../lib/sim/h2c_server.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const TIMEOUT_MS = 5_000;
@@ -282,20 +282,27 @@ Deno.test("a runtime restarted between two passes costs no failed pass", async (
   });
 });
 
-Deno.test("a connection the runtime drops in the middle of a call is asked again on a fresh one", async () => {
+Deno.test("a call the runtime breaks off is asked again on a fresh connection", async () => {
   await withTempDir(async (dir) => {
-    let streams = 0;
-    // Every RuntimeService answer decodes from an empty message: a version, or empty lists.
-    const server = await startH2cServer(`${dir}/runtime.sock`, (stream) => {
-      // The second pass's first call: the runtime goes away with the call unanswered.
-      if (++streams === 4) stream.session!.destroy();
-      if (!stream.destroyed) answerOk(stream, new Uint8Array());
+    let calls = 0;
+    const server = await startH2cServer(`${dir}/runtime.sock`, () => {
+      // The second pass's first call: the answer starts, then the stream is reset.
+      if (++calls === 4) {
+        return new Response(
+          new ReadableStream({ pull: (c) => c.error(new Error("the runtime went away")) }),
+          { headers: { "content-type": "application/grpc" } },
+        );
+      }
+      // Every RuntimeService answer decodes from an empty message: a version, or empty lists.
+      return grpcAnswer(new Uint8Array());
     });
     const client = connectRuntime(server.socketPath, TIMEOUT_MS);
     try {
       for (let pass = 1; pass <= 3; pass++) {
         assertEquals(value(await client.listRunningPods()), [], `pass ${pass}`);
       }
+      // Three calls for the first pass, two for each other, and the one asked again.
+      assertEquals(calls, 8);
     } finally {
       client.close();
       await server.close();
