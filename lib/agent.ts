@@ -385,13 +385,13 @@ export class Agent {
         // since it was last checked, mean nothing to do until the refresh falls due.
         const manifest = checkpointPaths(this.#paths, id).inactiveManifest;
         const parentJson = JSON.stringify(parent);
-        if (!refreshDue && await this.#checkedManifests.unchanged(manifest, parentJson)) return;
+        if (!refreshDue && this.#checkedManifests.unchanged(manifest, parentJson)) return;
         const sanitized = sanitizeCheckpoint(parent, {
           secretsDir: config.secretsDir,
           configMapsDir: config.configmapsDir,
         });
         const written = await writeInactiveManifest(this.#paths, sanitized.pod);
-        await this.#checkedManifests.checked(manifest, parentJson);
+        this.#checkedManifests.checked(manifest, parentJson);
         if (written === "written") this.#applied(out, { op: "checkpoint", id });
         if (!(refreshDue || written === "written") || !apiAvailable) return;
         const objects = await this.#fetchObjects(parent.metadata.namespace, sanitized.volumes);

@@ -15,25 +15,25 @@ Deno.test("a checked file is trusted for its key until it is written, replaced, 
     const path = join(dir, "a.json");
     await atomicWrite(path, "one", { mode: 0o600 });
     const files = checkedLater();
-    assertEquals(await files.unchanged(path, "k1"), false);
-    await files.checked(path, "k1");
-    assertEquals(await files.unchanged(path, "k1"), true);
-    assertEquals(await files.unchanged(path, "k2"), false);
+    assertEquals(files.unchanged(path, "k1"), false);
+    files.checked(path, "k1");
+    assertEquals(files.unchanged(path, "k1"), true);
+    assertEquals(files.unchanged(path, "k2"), false);
 
     await Deno.writeTextFile(path, "longer");
-    assertEquals(await files.unchanged(path, "k1"), false);
+    assertEquals(files.unchanged(path, "k1"), false);
 
-    await files.checked(path, "k1");
+    files.checked(path, "k1");
     await atomicWrite(path, "other", { mode: 0o600 });
-    assertEquals(await files.unchanged(path, "k1"), false);
+    assertEquals(files.unchanged(path, "k1"), false);
 
-    await files.checked(path, "k1");
+    files.checked(path, "k1");
     await Deno.chmod(path, 0o644);
-    assertEquals(await files.unchanged(path, "k1"), false);
+    assertEquals(files.unchanged(path, "k1"), false);
 
-    await files.checked(path, "k1");
+    files.checked(path, "k1");
     await Deno.remove(path);
-    assertEquals(await files.unchanged(path, "k1"), false);
+    assertEquals(files.unchanged(path, "k1"), false);
   });
 });
 
@@ -43,8 +43,8 @@ Deno.test("a file changed just before its check is not remembered", async () => 
     await atomicWrite(path, "one", { mode: 0o600 });
     const ctime = (await Deno.lstat(path)).ctime!.getTime();
     const files = new VerifiedFiles(() => ctime + TRUSTED_AGE_MS - 1);
-    await files.checked(path, "k1");
-    assertEquals(await files.unchanged(path, "k1"), false);
+    files.checked(path, "k1");
+    assertEquals(files.unchanged(path, "k1"), false);
   });
 });
 
@@ -53,14 +53,14 @@ Deno.test("a new check replaces the old one, and a failed one forgets it", async
     const path = join(dir, "a.json");
     await atomicWrite(path, "one", { mode: 0o600 });
     const files = checkedLater();
-    await files.checked(path, "k1");
-    await files.checked(path, "k2");
-    assertEquals(await files.unchanged(path, "k1"), false);
-    assertEquals(await files.unchanged(path, "k2"), true);
+    files.checked(path, "k1");
+    files.checked(path, "k2");
+    assertEquals(files.unchanged(path, "k1"), false);
+    assertEquals(files.unchanged(path, "k2"), true);
     await Deno.remove(path);
-    await files.checked(path, "k2");
+    files.checked(path, "k2");
     await atomicWrite(path, "one", { mode: 0o600 });
-    assertEquals(await files.unchanged(path, "k2"), false);
+    assertEquals(files.unchanged(path, "k2"), false);
   });
 });
 
@@ -72,8 +72,8 @@ Deno.test("directories and symlinks are never trusted", async () => {
     await Deno.mkdir(sub);
     const files = checkedLater();
     for (const path of [link, sub]) {
-      await files.checked(path, "k1");
-      assertEquals(await files.unchanged(path, "k1"), false);
+      files.checked(path, "k1");
+      assertEquals(files.unchanged(path, "k1"), false);
     }
   });
 });
@@ -84,10 +84,10 @@ Deno.test("retain forgets every path it is not given", async () => {
     await atomicWrite(a, "one", { mode: 0o600 });
     await atomicWrite(b, "two", { mode: 0o600 });
     const files = checkedLater();
-    await files.checked(a, "k");
-    await files.checked(b, "k");
+    files.checked(a, "k");
+    files.checked(b, "k");
     files.retain(new Set([b]));
-    assertEquals(await files.unchanged(a, "k"), false);
-    assertEquals(await files.unchanged(b, "k"), true);
+    assertEquals(files.unchanged(a, "k"), false);
+    assertEquals(files.unchanged(b, "k"), true);
   });
 });
