@@ -5,7 +5,7 @@
  *
  *   deno run -A bench/memory_probe.ts [--parents 1000] [--passes 12] [--v8-flags FLAGS]
  *                                     [--heap-snapshot PREFIX] [--allocations FILE]
- *                                     [--refresh-interval 1m] [--poll-interval 1s]
+ *                                     [--refresh-interval 1m] [--poll-interval 1s] [--glibc-defaults]
  *
  * `--v8-flags` defaults to the compiled binary's (scripts/permissions.ts); `""` for none.
  * Prints, for every phase the agent notes (memory_agent.ts), RSS split into anonymous and
@@ -17,7 +17,7 @@
 import { parseArgs } from "node:util";
 import { manyParents } from "../lib/sim/control_plane.ts";
 import { SimNode } from "../lib/sim/node.ts";
-import { AGENT_V8_FLAGS } from "../scripts/permissions.ts";
+import { AGENT_MALLOC_ENV, AGENT_V8_FLAGS } from "../scripts/permissions.ts";
 import type { PhaseMemory } from "./memory_agent.ts";
 import { lines } from "./pass_protocol.ts";
 
@@ -33,6 +33,8 @@ const { values: flags } = parseArgs({
     allocations: { type: "string" },
     "refresh-interval": { type: "string", default: "1m" },
     "poll-interval": { type: "string", default: "1s" },
+    /** Run the agent with glibc's own allocator settings instead of the unit's. */
+    "glibc-defaults": { type: "boolean", default: false },
   },
 });
 const AGENT_SCRIPT = new URL("./memory_agent.ts", import.meta.url).pathname;
@@ -63,6 +65,7 @@ try {
     stdout: "piped",
     stderr: "inherit",
     env: {
+      ...(flags["glibc-defaults"] ? {} : AGENT_MALLOC_ENV),
       ...(flags["heap-snapshot"] ? { CKPT_BENCH_HEAP_SNAPSHOT: flags["heap-snapshot"] } : {}),
       ...(flags.allocations ? { CKPT_BENCH_ALLOCATIONS: flags.allocations } : {}),
     },

@@ -4,7 +4,7 @@
  * N parents of two secrets and one configmap each. Figures go to docs/benchmarks.md, "Node pass".
  *
  *   deno task bench-pass [--parents 100,1000] [--skip-strace] [--skip-rss] [--rss-parents N]
- *                        [--v8-flags FLAGS] [--json FILE] [--cpu-profile FILE]
+ *                        [--v8-flags FLAGS] [--glibc-defaults] [--json FILE] [--cpu-profile FILE]
  *
  * For each N: the first pass (writes everything), steady passes (timed; nothing may be written,
  * checked by the pass report, by a listing of every file's times, and by strace), a refresh pass
@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { manyParents } from "../lib/sim/control_plane.ts";
 import { SimNode } from "../lib/sim/node.ts";
-import { AGENT_V8_FLAGS } from "../scripts/permissions.ts";
+import { AGENT_MALLOC_ENV, AGENT_V8_FLAGS } from "../scripts/permissions.ts";
 import { type AgentAnswer, type AgentRequest, lines, type PassTiming } from "./pass_protocol.ts";
 import { listTree, straceArgs, treeChanges, writesBetween } from "./pass_writes.ts";
 
@@ -31,6 +31,8 @@ const { values: flags } = parseArgs({
     /** V8 flags of the agent processes, timed or measured; by default the compiled binary's
      *  (scripts/permissions.ts), "" for none, e.g. "--optimize-for-size" to try others. */
     "v8-flags": { type: "string", default: AGENT_V8_FLAGS.map((f) => f.flag).join(",") },
+    /** Run the agents with glibc's own allocator settings instead of the unit's. */
+    "glibc-defaults": { type: "boolean", default: false },
     /** Daemon passes to watch for the RSS figure. */
     "rss-passes": { type: "string", default: "12" },
     json: { type: "string" },
@@ -115,7 +117,10 @@ class AgentProcess {
       stdin: "piped",
       stdout: "piped",
       stderr: "inherit",
-      ...(opts.cpuProfile ? { env: { CKPT_BENCH_CPU_PROFILE: opts.cpuProfile } } : {}),
+      env: {
+        ...(flags["glibc-defaults"] ? {} : AGENT_MALLOC_ENV),
+        ...(opts.cpuProfile ? { CKPT_BENCH_CPU_PROFILE: opts.cpuProfile } : {}),
+      },
     }).spawn();
     this.#answers = lines(this.#child.stdout);
     this.#stdin = this.#child.stdin.getWriter();

@@ -58,6 +58,21 @@ export const AGENT_V8_FLAGS: readonly PermissionFlag[] = [
 ];
 
 /**
+ * glibc allocator settings the systemd unit gives the daemon (Environment= in
+ * systemd/ckpt-agent.service; a test keeps the two equal), and with which the benchmarks run it.
+ * glibc reads them when the process starts, so they cannot be baked into the binary.
+ */
+export const AGENT_MALLOC_ENV: Readonly<Record<string, string>> = {
+  // Two arenas for Deno's thirty-odd I/O threads instead of up to one each.
+  MALLOC_ARENA_MAX: "2",
+  // Blocks of 32 KiB and more (socket reads, list bodies) are mapped and unmapped on their own;
+  // a fixed threshold also stops glibc from raising it each time a large block is freed.
+  MALLOC_MMAP_THRESHOLD_: "32768",
+  // Free memory at the top of the heap goes back to the kernel at once.
+  MALLOC_TRIM_THRESHOLD_: "0",
+};
+
+/**
  * The Deno flags the agent runs with, compiled (baked in by `deno compile`) or from source
  * (`deno task demo`, `deno task agent-strict`): its permissions, and a missing one is an error,
  * never a prompt on an operator's terminal; then its V8 flags.

@@ -6,6 +6,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { dirname } from "node:path";
 import { parse as parseYaml } from "yaml";
+import { AGENT_MALLOC_ENV } from "../../scripts/permissions.ts";
 import { CONFIG_FILE, installSh, run, type Staging, UNIT_FILE, withStaging } from "./tools.ts";
 
 const MAX_EXPOSURE = 2.5;
@@ -94,6 +95,14 @@ Deno.test("the unit starts without the kubelet or the network and never gives up
     "--config",
     "/etc/ckpt-agent/config.yaml",
   ]);
+});
+
+Deno.test("the unit gives the daemon the allocator settings the benchmarks measured", async () => {
+  const service = await unitSection("Service");
+  assertEquals(
+    service.get("Environment"),
+    Object.entries(AGENT_MALLOC_ENV).map(([name, value]) => `${name}=${value}`),
+  );
 });
 
 Deno.test("the unit can write every default path of the shipped configuration", async () => {
