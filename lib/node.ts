@@ -3,9 +3,16 @@
  * from the kubeconfig, and the container runtime client. A kubeconfig the agent cannot use does
  * not stop it: checkpoints must still be activated during an outage, which needs only the runtime
  * and the disk, so the API server then fails every pass with a loud configuration error.
+ *
+ * The HTTP clients are built again when the kubeconfig, a certificate or key file it names, or
+ * the kubelet CA changes: the kubelet rotates its client certificate in place
+ * (kubelet-client-current.pem), and a kubeconfig written after the agent started (kubeadm init)
+ * must be picked up. An agent that kept an expired certificate would see the API server as
+ * unavailable while it is up, and activate checkpoints beside their running parents.
  */
 import type { NodeSources } from "./agent.ts";
 import type { Config } from "./config/types.ts";
+import { settledIdentity } from "./disk/verified_files.ts";
 import { type ApiServerClient, createApiServerClient } from "./sources/apiserver.ts";
 import { connectRuntime } from "./sources/cri.ts";
 import { type Credentials, loadKubeconfig } from "./sources/kubeconfig.ts";
@@ -43,17 +50,86 @@ async function kubeletClient(config: Config, creds: Credentials): Promise<Kubele
   });
 }
 
-export async function connectNode(config: Config): Promise<NodeSources> {
+type HttpSources = Pick<NodeSources, "apiServer" | "kubelet">;
+
+async function httpSources(config: Config): Promise<{ sources: HttpSources; files: string[] }> {
   const kubeconfig = loadKubeconfig(config.kubeconfig);
   // Without a kubeconfig the kubelet's read-only port can still be asked.
   const creds: Credentials = kubeconfig.ok
     ? kubeconfig.credentials
     : { server: "", insecure: false };
   return {
-    apiServer: kubeconfig.ok
-      ? createApiServerClient(kubeconfig.credentials, HTTP_TIMEOUT_MS)
-      : unusableApiServer(kubeconfig.error),
-    kubelet: await kubeletClient(config, creds),
+    sources: {
+      apiServer: kubeconfig.ok
+        ? createApiServerClient(kubeconfig.credentials, HTTP_TIMEOUT_MS)
+        : unusableApiServer(kubeconfig.error),
+      kubelet: await kubeletClient(config, creds),
+    },
+    files: [
+      ...kubeconfig.files,
+      ...(config.kubeletCaFile !== undefined ? [config.kubeletCaFile] : []),
+    ],
+  };
+}
+
+/**
+ * What the files look like now; undefined while one of them changed too recently to tell a
+ * later change from this one (it is then read again next time: lib/disk/verified_files.ts).
+ */
+function filesIdentity(files: readonly string[], now: number): string | undefined {
+  const identities: string[] = [];
+  for (const file of files) {
+    let info: Deno.FileInfo;
+    try {
+      info = Deno.statSync(file);
+    } catch {
+      identities.push("absent");
+      continue;
+    }
+    const identity = settledIdentity(info, now);
+    if (identity === undefined) return undefined;
+    identities.push(identity);
+  }
+  return identities.join("\n");
+}
+
+export interface ConnectOptions {
+  /** Wall-clock milliseconds, as the kernel stamps ctime; a test may pass its own. */
+  now?: () => number;
+  /** Told, with the files now in use, when the HTTP clients were built again because one of
+   *  their files changed. */
+  onReload?: (files: readonly string[]) => void;
+}
+
+export async function connectNode(
+  config: Config,
+  options: ConnectOptions = {},
+): Promise<NodeSources> {
+  const now = options.now ?? Date.now;
+  let built = await httpSources(config);
+  let identity = filesIdentity(built.files, now());
+  const refresh = async (): Promise<HttpSources> => {
+    if (identity !== undefined && filesIdentity(built.files, now()) === identity) {
+      return built.sources;
+    }
+    // Undefined: files written just now, at start or since; read again, and tell no one.
+    const changed = identity !== undefined;
+    built = await httpSources(config);
+    identity = filesIdentity(built.files, now());
+    if (changed) options.onReload?.(built.files);
+    return built.sources;
+  };
+  // The API server's and the kubelet's listings start together: one check serves both.
+  let checking: Promise<HttpSources> | undefined;
+  const current = () => checking ??= refresh().finally(() => checking = undefined);
+  return {
+    apiServer: {
+      listNodePods: async (nodeName) => (await current()).apiServer.listNodePods(nodeName),
+      // A refresh's burst of GETs follows the pass's listing, with the clients it used.
+      getSecret: (namespace, name) => built.sources.apiServer.getSecret(namespace, name),
+      getConfigMap: (namespace, name) => built.sources.apiServer.getConfigMap(namespace, name),
+    },
+    kubelet: { listPods: async () => (await current()).kubelet.listPods() },
     runtime: connectRuntime(config.containerRuntimeEndpoint, config.runtimeRequestTimeoutMs),
   };
 }

@@ -96,7 +96,12 @@ export async function runCommand(args: string[]): Promise<number> {
   // Refused before anything starts: a configuration error, not a runtime one.
   const adminListen = once ? undefined : adminListenAddress(config);
   const log = createLogger();
-  const sources = await connectNode(config);
+  const sources = await connectNode(config, {
+    onReload: (files) =>
+      log.info("kubeconfig or certificates changed: API server and kubelet clients rebuilt", {
+        files,
+      }),
+  });
   const agent = new Agent({ config, sources, clock: systemClock, log });
   try {
     if (dryRun) {

@@ -39,7 +39,7 @@ function identity(info: Deno.FileInfo): string | undefined {
 }
 
 /** The identity of a file that may be remembered: one last changed long enough ago. */
-function settledIdentity(info: Deno.FileInfo, now: number): string | undefined {
+export function settledIdentity(info: Deno.FileInfo, now: number): string | undefined {
   const id = identity(info);
   return id !== undefined && info.ctime!.getTime() <= now - TRUSTED_AGE_MS ? id : undefined;
 }

@@ -2,8 +2,9 @@
  * Reads a kubeconfig the way kubectl does, for the one thing the agent needs: how to reach the
  * API server of the current context and who to be there. File references are read now (and
  * relative ones resolved against the kubeconfig's directory) so that a broken kubeconfig is
- * reported once, at start, naming the field — except a token file, which is re-read on every
- * request because projected service-account tokens rotate.
+ * reported at once, naming the field — except a token file, which is re-read on every request
+ * because projected service-account tokens rotate. The result names every file it was read from,
+ * so that the caller can read it again when one of them changes (lib/node.ts).
  */
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { dirname, resolve } from "node:path";
@@ -25,11 +26,20 @@ export interface Credentials {
   tokenFile?: string;
 }
 
-export type KubeconfigResult = { ok: true; credentials: Credentials } | {
-  ok: false;
-  /** One line: the kubeconfig's path, then the field and what is wrong with it. */
-  error: string;
-};
+export type KubeconfigResult =
+  & (
+    | { ok: true; credentials: Credentials }
+    | {
+      ok: false;
+      /** One line: the kubeconfig's path, then the field and what is wrong with it. */
+      error: string;
+    }
+  )
+  & {
+    /** Absolute paths: the kubeconfig, then every certificate or key file it names that was
+     *  read or tried (not the token file, which is read on every request anyway). */
+    files: string[];
+  };
 
 const optionalText = z.string().min(1).optional();
 
@@ -83,7 +93,8 @@ function reason(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-function readFileField(field: string, file: string): string {
+function readFileField(field: string, file: string, files?: string[]): string {
+  files?.push(file);
   try {
     return Deno.readTextFileSync(file);
   } catch (e) {
@@ -136,6 +147,7 @@ function pemFromFileOrData(
   fileKey: string,
   kind: PemKind,
   baseDir: string,
+  files: string[],
 ): string | undefined {
   const dataKey = `${fileKey}-data`;
   const file = section[fileKey] as string | undefined;
@@ -146,7 +158,7 @@ function pemFromFileOrData(
   if (file !== undefined) {
     const field = `${prefix}.${fileKey}`;
     const path = resolve(baseDir, file);
-    return extractPem(field, `file ${path}`, readFileField(field, path), kind);
+    return extractPem(field, `file ${path}`, readFileField(field, path, files), kind);
   }
   if (data !== undefined) {
     const field = `${prefix}.${dataKey}`;
@@ -181,7 +193,11 @@ function checkServerUrl(field: string, server: string): string {
   return server.replace(/\/+$/, "");
 }
 
-function credentialsFrom(doc: z.output<typeof KubeconfigSchema>, baseDir: string): Credentials {
+function credentialsFrom(
+  doc: z.output<typeof KubeconfigSchema>,
+  baseDir: string,
+  files: string[],
+): Credentials {
   const [context, contextIndex] = findNamed(
     doc.contexts,
     "contexts",
@@ -215,15 +231,29 @@ function credentialsFrom(doc: z.output<typeof KubeconfigSchema>, baseDir: string
     }
   }
   const insecure = c["insecure-skip-tls-verify"] ?? false;
-  const caPem = pemFromFileOrData(c, clusterField, "certificate-authority", "certificate", baseDir);
+  const caPem = pemFromFileOrData(
+    c,
+    clusterField,
+    "certificate-authority",
+    "certificate",
+    baseDir,
+    files,
+  );
   if (insecure && caPem !== undefined) {
     throw new FieldError(
       `${clusterField}.insecure-skip-tls-verify`,
       "set together with a certificate authority; use one",
     );
   }
-  const certPem = pemFromFileOrData(u, userField, "client-certificate", "certificate", baseDir);
-  const keyPem = pemFromFileOrData(u, userField, "client-key", "private key", baseDir);
+  const certPem = pemFromFileOrData(
+    u,
+    userField,
+    "client-certificate",
+    "certificate",
+    baseDir,
+    files,
+  );
+  const keyPem = pemFromFileOrData(u, userField, "client-key", "private key", baseDir, files);
   if ((certPem === undefined) !== (keyPem === undefined)) {
     const [missing, present] = certPem === undefined
       ? ["client-certificate", "client-key"]
@@ -247,7 +277,7 @@ function credentialsFrom(doc: z.output<typeof KubeconfigSchema>, baseDir: string
   };
 }
 
-function parseKubeconfig(text: string, baseDir: string): Credentials {
+function parseKubeconfig(text: string, baseDir: string, files: string[]): Credentials {
   let raw: unknown;
   try {
     raw = parseYaml(text);
@@ -263,22 +293,23 @@ function parseKubeconfig(text: string, baseDir: string): Credentials {
       missing ? "missing" : issue.message.replace(/^Invalid input: /, ""),
     );
   }
-  return credentialsFrom(parsed.data, baseDir);
+  return credentialsFrom(parsed.data, baseDir, files);
 }
 
 /** Never throws: a kubeconfig that cannot be used is an error message naming the field. */
 export function loadKubeconfig(path: string): KubeconfigResult {
   const absolute = resolve(path);
+  const files = [absolute];
   let text: string;
   try {
     text = Deno.readTextFileSync(absolute);
   } catch (e) {
-    return { ok: false, error: `kubeconfig ${absolute}: not readable: ${reason(e)}` };
+    return { ok: false, error: `kubeconfig ${absolute}: not readable: ${reason(e)}`, files };
   }
   try {
-    return { ok: true, credentials: parseKubeconfig(text, dirname(absolute)) };
+    return { ok: true, credentials: parseKubeconfig(text, dirname(absolute), files), files };
   } catch (e) {
-    return { ok: false, error: `kubeconfig ${absolute}: ${reason(e)}` };
+    return { ok: false, error: `kubeconfig ${absolute}: ${reason(e)}`, files };
   }
 }
 

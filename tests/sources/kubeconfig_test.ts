@@ -289,3 +289,42 @@ Deno.test("kubeconfig that does not exist or is not YAML is named in the error",
     );
   });
 });
+
+Deno.test("kubeconfig names every file it was read from, so that a change can be noticed", async () => {
+  const { ca, nodeClient } = await simCluster();
+  await withTempDir(async (dir) => {
+    const withFiles = await writeKubeconfig(dir, {
+      server: SERVER,
+      caPem: ca.certPem,
+      client: nodeClient,
+      tokenFile: "token",
+      embed: "files",
+    });
+    await Deno.writeTextFile(`${dir}/token`, "t0k3n");
+    // The token file is read on every request anyway: not a file to watch.
+    assertEquals(loadKubeconfig(withFiles).files, [
+      withFiles,
+      `${dir}/ca.crt`,
+      `${dir}/client.crt`,
+      `${dir}/client.key`,
+    ]);
+    // A file that could not be read is named too: its appearing is a change.
+    await Deno.remove(`${dir}/client.key`);
+    const broken = loadKubeconfig(withFiles);
+    assert(!broken.ok);
+    assertEquals(broken.files, [
+      withFiles,
+      `${dir}/ca.crt`,
+      `${dir}/client.crt`,
+      `${dir}/client.key`,
+    ]);
+    const inline = await writeKubeconfig(dir, {
+      server: SERVER,
+      caPem: ca.certPem,
+      client: nodeClient,
+      embed: "inline",
+    });
+    assertEquals(loadKubeconfig(inline).files, [inline]);
+    assertEquals(loadKubeconfig(`${dir}/absent`).files, [`${dir}/absent`]);
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * The node's sources as the daemon holds them for days: rebuilt when the kubeconfig or the
+ * certificates it names change (a rotated kubelet client certificate, a kubeconfig written after
+ * the agent started), and not otherwise.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { dirname, join } from "node:path";
+import { connectNode } from "../lib/node.ts";
+import { createSimCa } from "../lib/sim/pki.ts";
+import { SimNode } from "../lib/sim/node.ts";
+
+/** Files written by a test are at once older than the racily-clean margin. */
+const later = () => Date.now() + 2_000;
+
+/** Replaces a file with a new one (a new inode), as a rotation that repoints a link does. */
+async function replace(path: string, content: string) {
+  await Deno.writeTextFile(`${path}.new`, content, { mode: 0o600 });
+  await Deno.rename(`${path}.new`, path);
+}
+
+async function withNode(fn: (node: SimNode) => Promise<void>) {
+  const node = await SimNode.start();
+  try {
+    await fn(node);
+  } finally {
+    await node.close();
+  }
+}
+
+Deno.test("a client certificate replaced on disk is used from the next pass on", async () => {
+  await withNode(async (node) => {
+    const dir = dirname(node.kubeconfig);
+    const [cert, key] = ["client.crt", "client.key"].map((file) => join(dir, file));
+    const valid = { certPem: await Deno.readTextFile(cert), keyPem: await Deno.readTextFile(key) };
+    const reloads: (readonly string[])[] = [];
+    const sources = await connectNode(node.config(), {
+      now: later,
+      onReload: (files) => reloads.push(files),
+    });
+    assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
+    assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
+    assertEquals(reloads.length, 0);
+
+    // A certificate the API server does not trust: if the old one were still in use, the
+    // listing would go on succeeding.
+    const stranger = await (await createSimCa("another-ca")).issueClientCert({
+      commonName: "system:node:cp-1",
+    });
+    await replace(cert, stranger.certPem);
+    await replace(key, stranger.keyPem);
+    assert(!(await sources.apiServer.listNodePods(node.nodeName)).ok);
+    assertEquals(reloads.length, 1);
+    assert(reloads[0].includes(cert) && reloads[0].includes(key));
+
+    await replace(cert, valid.certPem);
+    await replace(key, valid.keyPem);
+    assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
+    assert((await sources.kubelet.listPods()).ok);
+    assertEquals(reloads.length, 2);
+  });
+});
+
+Deno.test("a kubeconfig that appears after the start is picked up", async () => {
+  await withNode(async (node) => {
+    const aside = `${node.kubeconfig}.aside`;
+    await Deno.rename(node.kubeconfig, aside);
+    const reloads: (readonly string[])[] = [];
+    const sources = await connectNode(node.config(), {
+      now: later,
+      onReload: (files) => reloads.push(files),
+    });
+    const before = await sources.apiServer.listNodePods(node.nodeName);
+    assert(!before.ok);
+    assertEquals(before.failure.kind, "misconfigured");
+
+    await Deno.rename(aside, node.kubeconfig);
+    assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
+    assertEquals(reloads.length, 1);
+  });
+});
+
+Deno.test("files written just before the start are read again until settled, with no notice", async () => {
+  await withNode(async (node) => {
+    // The node's files were written just now: nothing is remembered of them until they are
+    // older than the racily-clean margin, so a change in the clock tick of the first read
+    // cannot go unseen; those readings are no change to report.
+    let now = Date.now();
+    const reloads: (readonly string[])[] = [];
+    const sources = await connectNode(node.config(), {
+      now: () => now,
+      onReload: (files) => reloads.push(files),
+    });
+    for (let pass = 0; pass < 3; pass++) {
+      assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
+      assert((await sources.kubelet.listPods()).ok);
+      now += 1_000;
+    }
+    assertEquals(reloads.length, 0);
+  });
+});
