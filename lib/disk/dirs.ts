@@ -78,6 +78,20 @@ export async function ensureOwnedDir(path: string, mode: number, owner: FileOwne
   }
 }
 
+/** Deletes a directory durably if it is empty; one with entries, or none at all, is left be. */
+export async function removeIfEmpty(path: string): Promise<"removed" | "kept"> {
+  try {
+    await Deno.remove(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound || (e as { code?: string }).code === "ENOTEMPTY") {
+      return "kept";
+    }
+    throw e;
+  }
+  await syncDir(dirname(path));
+  return "removed";
+}
+
 /** Deletes a directory and everything in it, durably; "absent" when there was none. */
 export async function removeTree(path: string): Promise<"removed" | "absent"> {
   try {

@@ -3,7 +3,7 @@
  * directory, and the writes of DESIGN §2.4 step 5. Only `<ns>-<name>.json` files named after a
  * valid id are ever written or deleted; every other file is read, maybe reported, never touched.
  */
-import { basename, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { manifestFileName, parseValidId } from "../core/ids.ts";
 import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
@@ -11,7 +11,7 @@ import { podFileDirs } from "../core/sanitize.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import { atomicWrite, removeDurably, type WriteOutcome } from "./atomic_write.ts";
 import { mapConcurrent } from "../store/map_concurrent.ts";
-import { ensureDir, removeTree } from "./dirs.ts";
+import { ensureDir, removeIfEmpty, removeTree } from "./dirs.ts";
 import { ParsedFiles } from "./verified_files.ts";
 
 export interface ManifestPaths {
@@ -243,10 +243,12 @@ export async function deactivateCheckpoint(
 }
 
 /**
- * Deletes everything of one checkpoint: its secrets and configmaps, its inactive manifest, then
- * its active manifest last (DESIGN §2.4 step 5). Until the last step a manifest is left for the
- * next pass to find, so a crash midway ends in a removal finished later, never in files
- * nobody tracks. Returns the paths that existed and are gone.
+ * Deletes everything of one checkpoint: its secrets and configmaps (and their namespace's
+ * directory once no other pod's files are in it), its inactive manifest, then its active manifest
+ * last (DESIGN §2.4 step 5). Until the last step a manifest is left for the next pass to find, so
+ * a crash midway ends in a removal finished later, never in files nobody tracks. Returns the
+ * paths that existed and are gone. Removals run after a pass has written every checkpoint, so no
+ * write into a namespace directory races with its removal.
  */
 export async function removeCheckpoint(paths: ManifestPaths, id: string): Promise<string[]> {
   const p = checkpointPaths(paths, id);
@@ -256,6 +258,7 @@ export async function removeCheckpoint(paths: ManifestPaths, id: string): Promis
   const removed: string[] = [];
   for (const dir of [p.secretsDir, p.configmapsDir]) {
     if (await removeTree(dir) === "removed") removed.push(dir);
+    if (await removeIfEmpty(dirname(dir)) === "removed") removed.push(dirname(dir));
   }
   for (const file of [p.inactiveManifest, p.activeManifest]) {
     if (await removeDurably(file) === "removed") removed.push(file);

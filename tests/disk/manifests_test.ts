@@ -200,16 +200,22 @@ Deno.test("remove deletes the pod's files, then the inactive manifest, the activ
     await Deno.mkdir(`${paths.secretsDir}/kube-system/kube-apiserver-2`);
     await Deno.writeTextFile(`${paths.staticPodDir}/kube-apiserver.yaml`, KUBEADM_ETCD);
     await Deno.writeTextFile(`${paths.staticPodDir}/kube-system-kube-apiserver.yaml`, "x");
+    // The configmaps' namespace directory held only this pod's files: it goes too. The
+    // secrets' one still holds the neighbour's, and stays.
+    const configmapsNamespace = `${paths.configmapsDir}/kube-system`;
     const untouched = [...(await snapshotFiles(dir))].filter(([f]) =>
-      ![p.inactiveManifest, p.activeManifest].includes(f) && !f.startsWith(p.secretsDir)
+      ![p.inactiveManifest, p.activeManifest, configmapsNamespace].includes(f) &&
+      !f.startsWith(p.secretsDir) && !f.startsWith(`${configmapsNamespace}/`)
     );
 
     assertEquals(await removeCheckpoint(paths, id), [
       p.secretsDir,
       p.configmapsDir,
+      configmapsNamespace,
       p.inactiveManifest,
       p.activeManifest,
     ]);
+    assert((await Deno.stat(paths.configmapsDir)).isDirectory);
     assertEquals([...await snapshotFiles(dir)], untouched);
     assert((await Deno.stat(`${paths.secretsDir}/kube-system/kube-apiserver-2`)).isDirectory);
     assertEquals(await removeCheckpoint(paths, id), []);
