@@ -77,9 +77,12 @@ const httpUrl: Check<string> = (value) => {
     : new Problem(`${describe(url)} is not an http(s) URL`);
 };
 
-/** Unset in YAML (`key:` or `key: null`) means the feature is off. */
+/**
+ * Unset in YAML (`key:` or `key: null`), or `off` (which also lets a flag turn off what the file
+ * set), means the feature is off. No URL or absolute path is spelt `off`.
+ */
 function optional<T>(check: Check<T>): Check<T | undefined> {
-  return (value) => value === null ? undefined : check(value);
+  return (value) => value === null || value === "off" ? undefined : check(value);
 }
 
 const runtimeEndpoint: Check<string> = (value) => {

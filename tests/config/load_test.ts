@@ -289,6 +289,21 @@ Deno.test("a file that is not a mapping of settings", async () => {
 Deno.test("unset optional keys in YAML leave the feature off", async () => {
   const { config } = await loadYaml("kubeletReadonlyUrl:\nkubeletCaFile: null\n");
   assertEquals(config, DEFAULT_CONFIG);
+  assertEquals(
+    (await loadYaml("kubeletReadonlyUrl: off\nkubeletCaFile: off\n")).config,
+    DEFAULT_CONFIG,
+  );
+});
+
+Deno.test("off as a flag turns off an optional feature the file turned on", async () => {
+  const yaml =
+    "kubeletReadonlyUrl: http://127.0.0.1:10255\nkubeletCaFile: /etc/kubernetes/pki/ca.crt\n";
+  const { config } = await loadYaml(yaml, [
+    "--kubelet-readonly-url",
+    "off",
+    "--kubelet-ca-file=off",
+  ]);
+  assertEquals(config, DEFAULT_CONFIG);
 });
 
 Deno.test("a missing --config file is an error, a missing default file is not", async () => {
