@@ -215,6 +215,8 @@ export class Agent {
   readonly #paths: ManifestPaths;
   /** Per parent: when its secrets and configmaps were last stored. */
   readonly #refreshedAt = new Map<string, Instant>();
+  /** Per parent: the sanitizer's warnings last logged, so that each is said once. */
+  readonly #warned = new Map<string, string>();
   /** Inactive manifests known to be what their parent (the key) makes of them. */
   readonly #checkedManifests = new VerifiedFiles();
   /** Both manifest directories as last read: an unchanged file is not read and parsed again. */
@@ -390,6 +392,7 @@ export class Agent {
           secretsDir: config.secretsDir,
           configMapsDir: config.configmapsDir,
         });
+        this.#warnOnce(id, sanitized.warnings);
         const written = await writeInactiveManifest(this.#paths, sanitized.pod);
         this.#checkedManifests.checked(manifest, parentJson);
         if (written === "written") this.#applied(out, { op: "checkpoint", id });
@@ -421,8 +424,8 @@ export class Agent {
         else this.#refreshedAt.delete(id);
       });
     });
-    for (const id of this.#refreshedAt.keys()) {
-      if (!result.tracked.has(id)) this.#refreshedAt.delete(id);
+    for (const memory of [this.#refreshedAt, this.#warned]) {
+      for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
     this.#checkedManifests.retain(
       new Set(ids.map((id) => checkpointPaths(this.#paths, id).inactiveManifest)),
@@ -453,6 +456,16 @@ export class Agent {
       }
     }
     return { data, complete };
+  }
+
+  /** What a parent's checkpoint cannot copy, logged when it is first seen or changes. */
+  #warnOnce(id: string, warnings: string[]) {
+    const said = warnings.join("\n");
+    if ((this.#warned.get(id) ?? "") === said) return;
+    this.#warned.set(id, said);
+    if (warnings.length > 0) {
+      this.#opts.log.warn("the checkpoint cannot be an exact copy of its parent", { id, warnings });
+    }
   }
 
   /** Stop, then start, then remove; every tracked checkpoint converges to its action. */

@@ -196,7 +196,42 @@ export function sanitizeCheckpoint(parent: Pod, dirs: CheckpointDirs): Sanitized
     },
     spec,
   };
-  return { pod, volumes, warnings: ctx.warnings };
+  return { pod, volumes, warnings: [...ctx.warnings, ...apiEnvReferences(pod)] };
+}
+
+/**
+ * Environment a container takes from secrets or configmaps (`valueFrom.secretKeyRef`,
+ * `configMapKeyRef`, `envFrom`): the kubelet asks the API server for those when it starts the
+ * container, so a checkpoint that keeps them cannot start while the API server is down, which is
+ * when it is needed. Inlining the values would put secrets in a manifest the kubelet mirrors into
+ * the API server as a pod anyone who can read pods may read; the references are kept, and said.
+ */
+export function apiEnvReferences(pod: Pod): string[] {
+  const spec: Json = isObject(pod.spec) ? pod.spec : {};
+  const references: string[] = [];
+  const unreadable = "which a static pod cannot read while the API server is down";
+  for (const container of [...asArray(spec.initContainers), ...asArray(spec.containers)]) {
+    const where = `container ${String(container.name)}`;
+    for (const env of asArray(container.env)) {
+      const from = isObject(env.valueFrom) ? env.valueFrom : {};
+      for (const [field, kind] of [["secretKeyRef", "secret"], ["configMapKeyRef", "configmap"]]) {
+        const ref = from[field];
+        if (!isObject(ref)) continue;
+        references.push(
+          `${where}: env ${String(env.name)} comes from ${kind} ${String(ref.name)} ` +
+            `(key ${String(ref.key)}), ${unreadable}`,
+        );
+      }
+    }
+    for (const source of asArray(container.envFrom)) {
+      for (const [field, kind] of [["secretRef", "secret"], ["configMapRef", "configmap"]]) {
+        const ref = source[field];
+        if (!isObject(ref)) continue;
+        references.push(`${where}: envFrom ${kind} ${String(ref.name)}, ${unreadable}`);
+      }
+    }
+  }
+  return references;
 }
 
 export interface FileOwner {

@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import { parseValidId } from "../core/ids.ts";
 import { isCheckpoint, type Pod, podId } from "../core/pod.ts";
-import { type FileOwner, fileOwner } from "../core/sanitize.ts";
+import { apiEnvReferences, type FileOwner, fileOwner } from "../core/sanitize.ts";
 import { TEMP_MARKER } from "../disk/atomic_write.ts";
 import { checkpointPaths, type ManifestPaths, readManifestDir } from "../disk/manifests.ts";
 import { type Check, type Finding, modeFinding } from "./check.ts";
@@ -33,6 +33,12 @@ export function manifestCheck(paths: ManifestPaths): Check {
         if (!isCheckpoint(m.pod)) findings.push({ file: m.file, problem: "not a checkpoint" });
         else if (!m.ours) {
           findings.push({ file: m.file, problem: `not named after its pod ${podId(m.pod)}` });
+        }
+        for (const reference of apiEnvReferences(m.pod)) {
+          findings.push({
+            file: m.file,
+            problem: `cannot start without the API server: ${reference}`,
+          });
         }
         findings.push(
           ...modeFinding(m.file, (await Deno.stat(m.file)).mode! & 0o7777, MANIFEST_MODE),

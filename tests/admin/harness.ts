@@ -13,7 +13,7 @@ import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../l
 import { Daemon } from "../../lib/daemon.ts";
 import { createLogger, type Logger } from "../../lib/log.ts";
 import { connectNode } from "../../lib/node.ts";
-import { SimNode } from "../../lib/sim/node.ts";
+import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
 
 export const START = parseInstant("2026-03-01T10:00:00Z")!;
 
@@ -56,8 +56,11 @@ export class DaemonFixture {
     readonly close: () => Promise<void>,
   ) {}
 
-  static async start(overrides: Partial<Config> = {}): Promise<DaemonFixture> {
-    const node = await SimNode.start();
+  static async start(
+    overrides: Partial<Config> = {},
+    nodeOptions: SimNodeOptions = {},
+  ): Promise<DaemonFixture> {
+    const node = await SimNode.start(nodeOptions);
     try {
       const config = node.config(overrides);
       const clock = new ManualClock();

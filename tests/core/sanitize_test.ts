@@ -7,7 +7,12 @@ import {
   type Pod,
   PodSchema,
 } from "../../lib/core/pod.ts";
-import { fileOwner, podFileDirs, sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
+import {
+  apiEnvReferences,
+  fileOwner,
+  podFileDirs,
+  sanitizeCheckpoint,
+} from "../../lib/core/sanitize.ts";
 
 const DIRS = {
   secretsDir: "/etc/kubernetes/checkpoint-secrets",
@@ -200,6 +205,44 @@ Deno.test("downward API items render from the parent's metadata", () => {
   assertEquals(warnings.length, 2);
   assertEquals(warnings[0].includes("limits.ephemeral-storage"), true);
   assertEquals(warnings[1].includes("clusterTrustBundle"), true);
+});
+
+Deno.test("environment taken from secrets or configmaps is kept, and said: only the API server has it", () => {
+  const parent: Pod = {
+    metadata: { name: "p", namespace: "kube-system", uid: "u1" },
+    spec: {
+      initContainers: [{
+        name: "init",
+        envFrom: [{ configMapRef: { name: "settings" } }, { prefix: "X_" }],
+      }],
+      containers: [{
+        name: "etcd",
+        env: [
+          { name: "PLAIN", value: "1" },
+          { name: "NODE", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+          { name: "PASSWORD", valueFrom: { secretKeyRef: { name: "creds", key: "password" } } },
+          {
+            name: "LEVEL",
+            valueFrom: { configMapKeyRef: { name: "settings", key: "level", optional: true } },
+          },
+        ],
+        envFrom: [{ secretRef: { name: "tokens" } }],
+      }],
+    },
+  };
+  const unreadable = "which a static pod cannot read while the API server is down";
+  const expected = [
+    `container init: envFrom configmap settings, ${unreadable}`,
+    `container etcd: env PASSWORD comes from secret creds (key password), ${unreadable}`,
+    `container etcd: env LEVEL comes from configmap settings (key level), ${unreadable}`,
+    `container etcd: envFrom secret tokens, ${unreadable}`,
+  ];
+  assertEquals(apiEnvReferences(parent), expected);
+  const { pod, warnings } = sanitizeCheckpoint(parent, DIRS);
+  assertEquals(warnings, expected);
+  // Kept as they are: inlining them would put secrets where the API server mirrors them.
+  assertEquals(pod.spec, parent.spec);
+  assertEquals(apiEnvReferences(pod), expected);
 });
 
 Deno.test("file owner: the one non-root user, and fsGroup; root by default", async () => {
