@@ -7,7 +7,7 @@ import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/stric
 import { dirname, join } from "node:path";
 import { connectNode } from "../lib/node.ts";
 import { createSimCa } from "../lib/sim/pki.ts";
-import { SimNode } from "../lib/sim/node.ts";
+import { withNode } from "./helpers/sim_node.ts";
 
 /** Files written by a test are at once older than the racily-clean margin. */
 const later = () => Date.now() + 2_000;
@@ -16,15 +16,6 @@ const later = () => Date.now() + 2_000;
 async function replace(path: string, content: string) {
   await Deno.writeTextFile(`${path}.new`, content, { mode: 0o600 });
   await Deno.rename(`${path}.new`, path);
-}
-
-async function withNode(fn: (node: SimNode) => Promise<void>) {
-  const node = await SimNode.start();
-  try {
-    await fn(node);
-  } finally {
-    await node.close();
-  }
 }
 
 Deno.test("a client certificate replaced on disk is used from the next pass on", async () => {
