@@ -100,14 +100,12 @@ interface ServedMethod {
 
 export class CriSimServer {
   readonly endpoint: string;
-  readonly #socketPath: string;
   readonly #calls: string[] = [];
   #server: H2cServer | undefined;
   #pods: SimPod[] = [];
   #withholding = false;
 
   private constructor(socketPath: string) {
-    this.#socketPath = socketPath;
     this.endpoint = `unix://${socketPath}`;
   }
 

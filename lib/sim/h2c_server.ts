@@ -27,15 +27,12 @@ export type UnaryHandler = (call: UnaryCall) => Response | Promise<Response>;
 
 export interface H2cServer {
   socketPath: string;
-  /** How many calls arrived. */
-  calls(): number;
   /** Answers what it still holds, sends every connection a GOAWAY, removes the socket. */
   close(): Promise<void>;
 }
 
 export function startH2cServer(socketPath: string, handle: UnaryHandler): Promise<H2cServer> {
   const closing = new AbortController();
-  let calls = 0;
   return new Promise((resolve, reject) => {
     let server: Deno.HttpServer<Deno.UnixAddr>;
     try {
@@ -45,7 +42,6 @@ export function startH2cServer(socketPath: string, handle: UnaryHandler): Promis
         onListen: () =>
           resolve({
             socketPath,
-            calls: () => calls,
             close: async () => {
               closing.abort();
               await server.finished;
@@ -55,15 +51,13 @@ export function startH2cServer(socketPath: string, handle: UnaryHandler): Promis
             },
           }),
         onError: () => grpcError(GrpcStatus.INTERNAL, "the simulated server failed"),
-      }, async (request) => {
-        calls++;
-        return await handle({
+      }, async (request) =>
+        await handle({
           path: new URL(request.url).pathname,
           headers: request.headers,
           body: new Uint8Array(await request.arrayBuffer()),
           closing: closing.signal,
-        });
-      });
+        }));
     } catch (error) {
       reject(error);
     }

@@ -32,8 +32,6 @@ export const GrpcStatus = {
   UNAUTHENTICATED: 16,
 } as const;
 
-export type GrpcStatusCode = (typeof GrpcStatus)[keyof typeof GrpcStatus];
-
 const STATUS_NAMES = new Map<number, string>(
   Object.entries(GrpcStatus).map(([name, code]) => [code, name]),
 );
