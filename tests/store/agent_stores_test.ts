@@ -11,32 +11,13 @@ import { LogCapture } from "../admin/harness.ts";
 import { atomicWrite } from "../../lib/disk/atomic_write.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
 import type { Writer } from "../../lib/store/record_store.ts";
-import { SandboxStore } from "../../lib/store/sandbox_store.ts";
-import { StatusStore } from "../../lib/store/status_store.ts";
 import { TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
-import { plant, sandboxCheckpoint, statusRecord, withStateDir } from "./records.ts";
+import { held, onDisk, plant, sandboxCheckpoint, statusRecord, withStateDir } from "./records.ts";
 
 const A = "kube-system/kube-apiserver";
 const B = "kube-system/etcd";
 const SANDBOX = "4f1b9c0e7a2d";
 const MB = 1024 * 1024;
-
-/** What the state dir holds, read as a fresh agent would. */
-async function onDisk(stateDir: string) {
-  const status = await StatusStore.open(stateDir);
-  const sandboxes = await SandboxStore.open(stateDir);
-  return {
-    status: status.list().map(({ phase: _, ...record }) => record),
-    sandboxes: sandboxes.list(),
-  };
-}
-
-function held(stores: AgentStores) {
-  return {
-    status: stores.status.list().map(({ phase: _, ...record }) => record),
-    sandboxes: stores.sandboxes.list(),
-  };
-}
 
 Deno.test({
   name:
