@@ -23,7 +23,7 @@ function manifest(id: string) {
   return `${id.replace("/", "-")}.json`;
 }
 
-async function names(dir: string): Promise<string[]> {
+function names(dir: string): string[] {
   return [...Deno.readDirSync(dir)].map((e) => e.name).filter((n) => n.endsWith(".json")).sort();
 }
 
@@ -66,7 +66,7 @@ Deno.test({
         await f.node.loseControlPlane();
         ({ report } = await passAfter(f, 5_000));
         assertEquals(report.plan.starts, PARENTS);
-        assertEquals(await names(f.config.staticPodDir), PARENTS.map(manifest));
+        assertEquals(names(f.config.staticPodDir), PARENTS.map(manifest));
         // The kubelet runs the copies: their sandboxes are known, but cannot be recorded.
         ({ report, said } = await passAfter(f, 5_000));
         assertEquals(report.errors.filter((e) => e.op === "sandbox-record").length, 3);
@@ -111,7 +111,7 @@ Deno.test({
         await f.node.restoreControlPlane();
         let { report, said } = await passAfter(f, 5_000);
         assertEquals(report.plan.stops, PARENTS);
-        assertEquals(await names(f.config.staticPodDir), []);
+        assertEquals(names(f.config.staticPodDir), []);
         assertEquals(said.checkpoints, PARENTS);
         assertEquals((said.sandboxes as string[]).length, 3);
 
@@ -126,7 +126,7 @@ Deno.test({
         }
         ({ report } = await passAfter(f, 31_000)); // 61 s after the deletion was seen
         assertEquals(report.plan.removes, [SCHEDULER]);
-        assert(!(await names(f.config.inactiveDir)).includes(manifest(SCHEDULER)));
+        assert(!(names(f.config.inactiveDir)).includes(manifest(SCHEDULER)));
         assertEquals(f.stores.status.list().map((r) => r.id), [APISERVER, CONTROLLER]);
 
         await fs.readOnly(false);
