@@ -5,7 +5,8 @@
  * the agent started in, and with a read-only state dir, whose unrecorded checkpoints it names.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
+import type { Config } from "../../lib/config/types.ts";
+import { type Tmpfs, TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
 import { type ServedFixture, withServedDaemon } from "./harness.ts";
 
 const PARENTS = [
@@ -14,6 +15,14 @@ const PARENTS = [
   "kube-system/kube-scheduler-q8w2c",
 ];
 const MB = 1024 * 1024;
+
+/** A served daemon whose `settings` put directories on a tmpfs of its own. */
+function onTmpfs(
+  settings: (fs: Tmpfs) => Partial<Config>,
+  fn: (f: ServedFixture, fs: Tmpfs) => Promise<void>,
+) {
+  return withTmpfs(MB, (fs) => withServedDaemon({ config: settings(fs) }, (f) => fn(f, fs)));
+}
 
 async function readyz(f: ServedFixture) {
   const response = await f.request("/readyz");
@@ -75,29 +84,31 @@ Deno.test("readyz: credentials refused while the API server answers are 503 (con
   });
 });
 
+/** The static-pod dir on the tmpfs, made before the daemon starts. */
+const staticPodDirOn = (fs: Tmpfs) => {
+  Deno.mkdirSync(fs.path("manifests"));
+  return { staticPodDir: fs.path("manifests") };
+};
+
 Deno.test({
   name: "readyz: a static-pod dir remounted read-only is 503 naming it",
   ignore: TMPFS_UNAVAILABLE !== undefined,
   fn: () =>
-    withTmpfs(MB, async (fs) => {
-      const staticPodDir = fs.path("manifests");
-      await Deno.mkdir(staticPodDir);
-      await withServedDaemon({ config: { staticPodDir } }, async (f) => {
-        await f.pass();
-        assertEquals((await readyz(f)).status, 200);
-        await fs.readOnly(true);
-        // A pass with nothing to write there: seen all the same.
-        await f.pass();
-        const ready = await readyz(f);
-        assertEquals([ready.status, ready.reasons], [503, ["static-pod-dir"]]);
-        assertEquals(
-          ready.body.error,
-          `static-pod dir ${staticPodDir}: on a read-only mount (${fs.dir})`,
-        );
-        await fs.readOnly(false);
-        await f.pass();
-        assertEquals((await readyz(f)).status, 200);
-      });
+    onTmpfs(staticPodDirOn, async (f, fs) => {
+      await f.pass();
+      assertEquals((await readyz(f)).status, 200);
+      await fs.readOnly(true);
+      // A pass with nothing to write there: seen all the same.
+      await f.pass();
+      const ready = await readyz(f);
+      assertEquals([ready.status, ready.reasons], [503, ["static-pod-dir"]]);
+      assertEquals(
+        ready.body.error,
+        `static-pod dir ${f.config.staticPodDir}: on a read-only mount (${fs.dir})`,
+      );
+      await fs.readOnly(false);
+      await f.pass();
+      assertEquals((await readyz(f)).status, 200);
     }),
 });
 
@@ -105,31 +116,23 @@ Deno.test({
   name: "readyz: a full static-pod dir that refused the last pass's activations is 503 naming it",
   ignore: TMPFS_UNAVAILABLE !== undefined,
   fn: () =>
-    withTmpfs(MB, async (fs) => {
-      const staticPodDir = fs.path("manifests");
-      await Deno.mkdir(staticPodDir);
-      await withServedDaemon({ config: { staticPodDir } }, async (f) => {
-        await f.pass();
-        const ballast = await fs.fill();
-        // Full, but nothing had to be written there: still protected as far as can be known.
-        await f.pass();
-        assertEquals((await readyz(f)).status, 200);
-        await f.node.loseControlPlane();
-        const report = await f.pass();
-        assertEquals(report.plan.starts, PARENTS);
-        const ready = await readyz(f);
-        assertEquals([ready.status, ready.reasons], [503, ["static-pod-dir"]]);
-        assert(
-          ready.body.error.startsWith(
-            `static-pod dir ${staticPodDir}: the last pass could not write it: start `,
-          ),
-          ready.body.error,
-        );
-        assert(ready.body.error.includes("No space left on device"), ready.body.error);
-        await Deno.remove(ballast);
-        await f.pass();
-        assertEquals((await readyz(f)).status, 200);
-      });
+    onTmpfs(staticPodDirOn, async (f, fs) => {
+      await f.pass();
+      const ballast = await fs.fill();
+      // Full, but nothing had to be written there: still protected as far as can be known.
+      await f.pass();
+      assertEquals((await readyz(f)).status, 200);
+      await f.node.loseControlPlane();
+      const report = await f.pass();
+      assertEquals(report.plan.starts, PARENTS);
+      const ready = await readyz(f);
+      assertEquals([ready.status, ready.reasons], [503, ["static-pod-dir"]]);
+      const expected = `static-pod dir ${f.config.staticPodDir}: the last pass could not write it`;
+      assert(ready.body.error.startsWith(`${expected}: start `), ready.body.error);
+      assert(ready.body.error.includes("No space left on device"), ready.body.error);
+      await Deno.remove(ballast);
+      await f.pass();
+      assertEquals((await readyz(f)).status, 200);
     }),
 });
 
@@ -137,32 +140,29 @@ Deno.test({
   name: "readyz: a read-only state dir is ready, naming what is not recorded",
   ignore: TMPFS_UNAVAILABLE !== undefined,
   fn: () =>
-    withTmpfs(MB, async (fs) => {
-      const stateDir = fs.path("state");
-      await withServedDaemon({ config: { stateDir } }, async (f) => {
-        await f.pass();
-        await fs.readOnly(true);
-        await f.node.loseControlPlane();
-        await f.pass();
-        let ready = await readyz(f);
-        assertEquals(ready.status, 200);
-        assertEquals(ready.body.notRecorded.checkpoints, PARENTS);
-        assertEquals(ready.body.notRecorded.sandboxes, []);
-        assertEquals(
-          ready.body.notRecorded.path,
-          `${stateDir}/status/${PARENTS[0].replace("/", "_")}.json`,
-        );
-        assert(ready.body.notRecorded.error.includes("Read-only file system"));
-        assert(ready.body.lastPassFailures.includes("3 write(s) failed"));
+    onTmpfs((fs) => ({ stateDir: fs.path("state") }), async (f, fs) => {
+      await f.pass();
+      await fs.readOnly(true);
+      await f.node.loseControlPlane();
+      await f.pass();
+      let ready = await readyz(f);
+      assertEquals(ready.status, 200);
+      assertEquals(ready.body.notRecorded.checkpoints, PARENTS);
+      assertEquals(ready.body.notRecorded.sandboxes, []);
+      assertEquals(
+        ready.body.notRecorded.path,
+        `${f.config.stateDir}/status/${PARENTS[0].replace("/", "_")}.json`,
+      );
+      assert(ready.body.notRecorded.error.includes("Read-only file system"));
+      assert(ready.body.lastPassFailures.includes("3 write(s) failed"));
 
-        await fs.readOnly(false);
-        await f.pass();
-        ready = await readyz(f);
-        assertEquals([ready.status, ready.body.notRecorded], [200, {
-          checkpoints: [],
-          sandboxes: [],
-        }]);
-      });
+      await fs.readOnly(false);
+      await f.pass();
+      ready = await readyz(f);
+      assertEquals([ready.status, ready.body.notRecorded], [200, {
+        checkpoints: [],
+        sandboxes: [],
+      }]);
     }),
 });
 
