@@ -63,7 +63,7 @@ export class Daemon {
 
   async #pass(): Promise<PassReport> {
     const report = await this.agent.pass(this.stores, trackedFromStore(this.stores.status));
-    this.#readOnlyDirs = await readOnlyDirs(CHECKPOINT_DIRS.map((d) => this.config[d.key]));
+    this.#readOnlyDirs = readOnlyDirs(CHECKPOINT_DIRS.map((d) => this.config[d.key]));
     const now = this.#clock.now();
     this.lastTick = now;
     this.lastReport = report;

@@ -52,31 +52,40 @@ export function mountOf(mounts: MountPoint[], path: string): MountPoint | undefi
 }
 
 /** The directory itself, or the nearest ancestor that exists (where it would be created). */
-async function nearestExisting(dir: string): Promise<string> {
+function nearestExisting(dir: string): string {
   for (let path = dir;; path = path.slice(0, path.lastIndexOf("/")) || "/") {
     try {
-      return await Deno.realPath(path);
+      return Deno.realPathSync(path);
     } catch (e) {
       if (!(e instanceof Deno.errors.NotFound) || path === "/") throw e;
     }
   }
 }
 
+function resolved(dir: string): string {
+  try {
+    return nearestExisting(dir);
+  } catch {
+    return dir;
+  }
+}
+
 /**
  * Of `dirs` (absolute paths), those on a read-only mount, each with the mount point; a missing
  * directory is judged by the nearest ancestor that exists. Empty when the mounts cannot be read
- * (no /proc): nothing is claimed that was not seen.
+ * (no /proc): nothing is claimed that was not seen. Synchronous, like the stats of a steady pass
+ * (docs/benchmarks.md): through Deno's blocking pool every call waits for a thread round trip.
  */
-export async function readOnlyDirs(dirs: readonly string[]): Promise<Map<string, string>> {
+export function readOnlyDirs(dirs: readonly string[]): Map<string, string> {
   let mounts: MountPoint[];
   try {
-    mounts = parseMountInfo(await Deno.readTextFile("/proc/self/mountinfo"));
+    mounts = parseMountInfo(Deno.readTextFileSync("/proc/self/mountinfo"));
   } catch {
     return new Map();
   }
   const found = new Map<string, string>();
   for (const dir of dirs) {
-    const mount = mountOf(mounts, await nearestExisting(dir).catch(() => dir));
+    const mount = mountOf(mounts, resolved(dir));
     if (mount?.readOnly) found.set(dir, `on a read-only mount (${mount.path})`);
   }
   return found;

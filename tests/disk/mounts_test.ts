@@ -46,11 +46,11 @@ Deno.test({
     withTmpfs(64 * 1024, async (fs) => {
       await Deno.mkdir(fs.path("manifests"));
       const dirs = [fs.path("manifests"), fs.path("not/yet/made")];
-      assertEquals(await readOnlyDirs(dirs), new Map());
+      assertEquals(readOnlyDirs(dirs), new Map());
       await fs.readOnly(true);
       const found = `on a read-only mount (${fs.dir})`;
-      assertEquals(await readOnlyDirs(dirs), new Map(dirs.map((dir) => [dir, found])));
+      assertEquals(readOnlyDirs(dirs), new Map(dirs.map((dir) => [dir, found])));
       await fs.readOnly(false);
-      assertEquals(await readOnlyDirs(dirs), new Map());
+      assertEquals(readOnlyDirs(dirs), new Map());
     }),
 });
