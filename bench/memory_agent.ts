@@ -24,7 +24,7 @@ import type { SourceName } from "../lib/sources/types.ts";
 import { Session } from "node:inspector/promises";
 import v8 from "node:v8";
 import { Agent, type Observation, trackedFromStore } from "../lib/agent.ts";
-import { openStores } from "../lib/commands/run.ts";
+import { AgentStores } from "../lib/store/agent_stores.ts";
 import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
 import { acquireLock, isLock } from "../lib/disk/lock.ts";
@@ -149,7 +149,7 @@ class ProbedAgent extends Agent {
 
 const heap = new HeapTrimmer();
 const agent = new ProbedAgent({ config, sources, clock: systemClock, log: silentLogger });
-const stores = await openStores(config.stateDir, silentLogger);
+const stores = await AgentStores.open(config.stateDir, silentLogger);
 note("connected");
 try {
   for (pass = 1; pass <= PASSES + 1; pass++) {

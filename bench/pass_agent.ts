@@ -5,7 +5,7 @@
  */
 import { notedSources } from "./noted_sources.ts";
 import { Agent, type Observation, trackedFromStore } from "../lib/agent.ts";
-import { openStores } from "../lib/commands/run.ts";
+import { AgentStores } from "../lib/store/agent_stores.ts";
 import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
 import { acquireLock, isLock } from "../lib/disk/lock.ts";
@@ -50,7 +50,7 @@ const agent = new TimedAgent({
     if (action.op === "start") startsDurable.push(performance.now() - passStart);
   },
 });
-const stores = await openStores(config.stateDir, silentLogger);
+const stores = await AgentStores.open(config.stateDir, silentLogger);
 
 async function pass(): Promise<PassTiming> {
   startsDurable = [];

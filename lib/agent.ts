@@ -43,11 +43,11 @@ import type { ApiServerClient } from "./sources/apiserver.ts";
 import type { RunningPod, RuntimeClient } from "./sources/cri.ts";
 import type { KubeletClient } from "./sources/kubelet.ts";
 import { isConfigurationFailure, type SourceFailure, type SourceResult } from "./sources/types.ts";
+import type { AgentStores, StoreName, Unrecorded } from "./store/agent_stores.ts";
 import { mapConcurrent } from "./store/map_concurrent.ts";
 import { SANDBOX_CHECKPOINT_VERSION } from "./store/sandbox_checkpoint.ts";
-import type { SandboxStore } from "./store/sandbox_store.ts";
 import { stateOfRecord, type StatusRecord, type StoredStatus } from "./store/status_record.ts";
-import { readStatusRecords, type StatusStore } from "./store/status_store.ts";
+import { readStatusRecords } from "./store/status_store.ts";
 
 export interface NodeSources {
   apiServer: ApiServerClient;
@@ -55,20 +55,23 @@ export interface NodeSources {
   runtime: RuntimeClient;
 }
 
-export interface AgentStores {
-  status: StatusStore;
-  sandboxes: SandboxStore;
-}
-
-/** Where the previous pass's states come from: the open store, or a read-only look at it. */
+/**
+ * Where the previous pass's states come from: what the agent holds, or a read-only look at the
+ * status store.
+ */
 export type TrackedStateReader = () => Promise<Map<string, CheckpointState>>;
 
 function trackedStates(records: StoredStatus[]): Map<string, CheckpointState> {
   return new Map(records.map((r) => [r.id, stateOfRecord(r)]));
 }
 
-export function trackedFromStore(store: StatusStore): TrackedStateReader {
-  return () => Promise.resolve(trackedStates(store.list()));
+/**
+ * The states the agent holds (AgentStores.status): the last pass's, whether or not they could
+ * be recorded, and the status store's before the first pass. Planning from what is on disk
+ * instead would restart a grace period on every pass while the state dir cannot be written.
+ */
+export function trackedFromStore(status: { list(): StoredStatus[] }): TrackedStateReader {
+  return () => Promise.resolve(trackedStates(status.list()));
 }
 
 /** For passes that write nothing: the store's directory is read, never opened. */
@@ -204,6 +207,14 @@ export function nextStatusRecord(
   return record;
 }
 
+/** The pass-error ops of records the state dir could not take; the others are checkpoint writes. */
+export const RECORD_OPS = ["status", "sandbox-record", "sandbox-forget"] as const;
+
+function recordOp(u: Unrecorded): typeof RECORD_OPS[number] {
+  if (u.store === "status") return "status";
+  return u.op === "write" ? "sandbox-record" : "sandbox-forget";
+}
+
 function recordMatches(record: StatusRecord | undefined, state: CheckpointState): boolean {
   if (!record) return false;
   return record.state === state.name &&
@@ -311,10 +322,11 @@ export class Agent {
     if (stores) {
       await this.#checkpointParents(result, obs, report);
       await this.#applyActions(result, obs, report);
-      await this.#persistStatus(stores.status, result, obs.input.now, report);
+      this.#trackStatus(stores, result, obs.input.now);
       if (obs.input.observations.runtimeAvailable) {
-        await this.#recordSandboxes(stores.sandboxes, result, obs.running, report);
+        await this.#trackSandboxes(stores, result, obs.running);
       }
+      await this.#persist(stores, report);
     }
     if (report.errors.length > 0) report.complete = false;
     report.bytesWritten = totalBytesWritten() - bytesBefore;
@@ -503,31 +515,22 @@ export class Agent {
     });
   }
 
-  async #persistStatus(store: StatusStore, result: PassResult, now: Instant, report: PassReport) {
+  /** What the agent holds of each checkpoint after this pass: one status record each. */
+  #trackStatus(stores: AgentStores, result: PassResult, now: Instant) {
     const changes = new Map(result.changes.map((c) => [c.id, c]));
-    // One copy of every record, not one per lookup: the records this pass adds are all tracked,
-    // so the untracked ones to delete are among these.
-    const stored = new Map(store.list().map((record) => [record.id, record]));
     for (const [id, state] of result.tracked) {
       const change = changes.get(id);
-      if (!change && recordMatches(stored.get(id), state)) continue;
-      await this.#attempt(report, "status", id, async () => {
-        await store.update(id, (current) => nextStatusRecord(current, id, state, change, now));
-      });
+      const current = stores.peekStatus(id);
+      if (!change && recordMatches(current, state)) continue;
+      stores.setStatus(id, nextStatusRecord(current, id, state, change, now));
     }
-    for (const id of stored.keys()) {
-      if (result.tracked.has(id)) continue;
-      await this.#attempt(report, "status", id, () => store.delete(id));
+    for (const { id } of stores.status.list()) {
+      if (!result.tracked.has(id)) stores.forgetStatus(id);
     }
   }
 
-  /** Keeps a record of the sandboxes that run active checkpoints, and forgets the others. */
-  async #recordSandboxes(
-    store: SandboxStore,
-    result: PassResult,
-    running: RunningPod[],
-    report: PassReport,
-  ) {
+  /** Keeps the sandboxes that run active checkpoints, and forgets the others. */
+  async #trackSandboxes(stores: AgentStores, result: PassResult, running: RunningPod[]) {
     const { config, sources } = this.#opts;
     const runningById = new Map(running.map((pod) => [`${pod.namespace}/${pod.name}`, pod]));
     const wanted = new Set<string>();
@@ -536,7 +539,7 @@ export class Agent {
       const copy = runningById.get(`${id.split("/")[0]}/${staticPodName(id, config.nodeName)}`);
       for (const sandboxId of copy?.sandboxIds ?? []) wanted.add(sandboxId);
     }
-    const known = new Set(store.list());
+    const known = new Set(stores.sandboxes.list());
     for (const sandboxId of wanted) {
       if (known.has(sandboxId)) continue;
       const status = await sources.runtime.sandboxStatus(sandboxId);
@@ -545,28 +548,48 @@ export class Agent {
         continue;
       }
       const s = status.value;
-      await this.#attempt(report, "sandbox-record", sandboxId, async () => {
-        await store.create(sandboxId, {
-          version: SANDBOX_CHECKPOINT_VERSION,
-          name: s.name,
-          namespace: s.namespace,
-          netnsPath: s.netnsPath,
-          portMappings: s.portMappings,
-          interfaces: s.interfaces,
-        });
-        this.#applied(report, {
-          op: "sandbox-record",
-          id: sandboxId,
-          detail: `${s.namespace}/${s.name}`,
-        });
+      stores.setSandbox(sandboxId, {
+        version: SANDBOX_CHECKPOINT_VERSION,
+        name: s.name,
+        namespace: s.namespace,
+        netnsPath: s.netnsPath,
+        portMappings: s.portMappings,
+        interfaces: s.interfaces,
       });
     }
-    for (const sandboxId of known) {
-      if (wanted.has(sandboxId)) continue;
-      await this.#attempt(report, "sandbox-forget", sandboxId, async () => {
-        await store.remove(sandboxId);
-        this.#applied(report, { op: "sandbox-forget", id: sandboxId });
+    for (const sandboxId of known) if (!wanted.has(sandboxId)) stores.forgetSandbox(sandboxId);
+  }
+
+  /**
+   * Writes what this pass (or an earlier one) left unrecorded. A record that cannot be written
+   * is an error of the pass and is written again by the next one; they are logged in one line,
+   * since a state dir that refuses one write usually refuses them all.
+   */
+  async #persist(stores: AgentStores, report: PassReport) {
+    const outcome = await stores.record();
+    for (const sandboxId of outcome.sandboxes.written) {
+      const s = stores.sandboxes.get(sandboxId)!;
+      this.#applied(report, {
+        op: "sandbox-record",
+        id: sandboxId,
+        detail: `${s.namespace}/${s.name}`,
       });
     }
+    for (const sandboxId of outcome.sandboxes.deleted) {
+      this.#applied(report, { op: "sandbox-forget", id: sandboxId });
+    }
+    const unrecorded = [...outcome.status.unrecorded, ...outcome.sandboxes.unrecorded];
+    if (unrecorded.length === 0) return;
+    for (const u of unrecorded) {
+      report.errors.push({ op: recordOp(u), id: u.key, message: u.error });
+    }
+    const keys = (store: StoreName) =>
+      unrecorded.filter((u) => u.store === store).map((u) => u.key);
+    this.#opts.log.error("state not recorded; it is written again on the next pass", {
+      path: unrecorded[0].path,
+      error: unrecorded[0].error,
+      checkpoints: keys("status"),
+      sandboxes: keys("sandboxes"),
+    });
   }
 }

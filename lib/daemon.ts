@@ -2,11 +2,14 @@
  * The daemon around the agent: a pass every poll interval, one pass at a time (the loop and
  * `POST /v1/reconcile` share it), and what the admin endpoint reports about the loop.
  */
-import { Agent, type AgentStores, type PassReport, trackedFromStore } from "./agent.ts";
+import { CHECKPOINT_DIRS, type Readiness, readiness } from "./admin/probes.ts";
+import { Agent, type PassReport, trackedFromStore } from "./agent.ts";
 import type { Config } from "./config/types.ts";
 import type { Clock, Instant } from "./core/time.ts";
+import { readOnlyDirs } from "./disk/mounts.ts";
 import type { Logger } from "./log.ts";
 import { HeapTrimmer } from "./memory.ts";
+import type { AgentStores } from "./store/agent_stores.ts";
 
 export type PassListener = (report: PassReport) => void;
 
@@ -24,15 +27,27 @@ export class Daemon {
   lastTick?: Instant;
   lastReport?: PassReport;
   lastCompletePassAt?: Instant;
+  /** Checkpoint directories on a read-only mount, checked after each pass. */
+  #readOnlyDirs: ReadonlyMap<string, string> = new Map();
+  readonly #lockProblem?: string;
 
   constructor(
-    opts: { agent: Agent; stores: AgentStores; config: Config; clock: Clock; log: Logger },
+    opts: {
+      agent: Agent;
+      stores: AgentStores;
+      config: Config;
+      clock: Clock;
+      log: Logger;
+      /** Why the single-agent lock is not held, or its pid not written: said by /readyz. */
+      lockProblem?: string;
+    },
   ) {
     this.agent = opts.agent;
     this.stores = opts.stores;
     this.config = opts.config;
     this.#clock = opts.clock;
     this.#log = opts.log;
+    this.#lockProblem = opts.lockProblem;
   }
 
   onPass(listener: PassListener) {
@@ -48,12 +63,27 @@ export class Daemon {
 
   async #pass(): Promise<PassReport> {
     const report = await this.agent.pass(this.stores, trackedFromStore(this.stores.status));
+    this.#readOnlyDirs = readOnlyDirs(CHECKPOINT_DIRS.map((d) => this.config[d.key]));
     const now = this.#clock.now();
     this.lastTick = now;
     this.lastReport = report;
     if (report.complete) this.lastCompletePassAt = now;
     for (const listener of this.#listeners) listener(report);
     return report;
+  }
+
+  /** Whether the node is protected now, as of the last pass (see lib/admin/probes.ts). */
+  readiness(): Readiness {
+    return readiness({
+      config: this.config,
+      lastReport: this.lastReport,
+      lastPassAt: this.lastTick,
+      lastCompletePassAt: this.lastCompletePassAt,
+      readOnlyDirs: this.#readOnlyDirs,
+      unrecorded: this.stores.unrecorded(),
+      stateReadOnly: this.stores.readOnly,
+      lockProblem: this.#lockProblem,
+    });
   }
 
   /** What the next pass would do, without writing anything. */

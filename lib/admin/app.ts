@@ -17,7 +17,7 @@ import type { StatusView } from "../store/status_record.ts";
 import { limitBody, MAX_BODY_BYTES } from "./body_limit.ts";
 import { isLoopbackHostHeader } from "./listen.ts";
 import type { AdminMetrics } from "./metrics.ts";
-import { liveness, readiness } from "./probes.ts";
+import { liveness } from "./probes.ts";
 import type { AdminToken } from "./token.ts";
 import { checkpointView, type SandboxView } from "./views.ts";
 
@@ -109,9 +109,9 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
   });
 
   route("GET", "/readyz", (c) => {
-    const ready = readiness(daemon.lastReport, daemon.lastCompletePassAt);
+    const ready = daemon.readiness();
     if (ready.ready) return c.json({ status: "ready", ...ready });
-    return fail(c, 503, ready.reason);
+    return c.json({ error: ready.notReady.map((n) => n.message).join("; "), ...ready }, 503);
   });
 
   route("GET", "/metrics", async (c) => {

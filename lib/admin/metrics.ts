@@ -17,6 +17,7 @@ import type { PassReport } from "../agent.ts";
 import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Daemon } from "../daemon.ts";
 import { STATUS_STATES } from "../store/status_record.ts";
+import { NOT_READY_REASONS } from "./probes.ts";
 
 const PREFIX = "ckpt_agent_";
 
@@ -117,6 +118,32 @@ export class AdminMetrics {
       "When the last complete pass finished (0: none yet).",
       [],
       (g) => g.set(seconds(daemon.lastCompletePassAt)),
+    );
+    this.#readAtScrape(
+      `${PREFIX}ready`,
+      "1 while the node is protected (what /readyz answers 200 for), else 0.",
+      [],
+      (g) => g.set(daemon.readiness().ready ? 1 : 0),
+    );
+    this.#readAtScrape(
+      `${PREFIX}not_ready`,
+      "1 for each reason the node is not protected now (every reason present, 0 included).",
+      ["reason"],
+      (g) => {
+        const found = new Set(daemon.readiness().notReady.map((n) => n.reason));
+        for (const reason of NOT_READY_REASONS) g.set({ reason }, found.has(reason) ? 1 : 0);
+      },
+    );
+    this.#readAtScrape(
+      `${PREFIX}unrecorded_records`,
+      "Records the state dir could not take in the last pass, by store; written again each pass.",
+      ["store"],
+      (g) => {
+        const unrecorded = daemon.stores.unrecorded();
+        for (const store of ["status", "sandboxes"] as const) {
+          g.set({ store }, unrecorded.filter((u) => u.store === store).length);
+        }
+      },
     );
     new Gauge({
       name: "process_start_time_seconds",

@@ -1,9 +1,18 @@
 /**
- * Liveness and readiness of the daemon, as /healthz and /readyz report them. Pure: the time and
- * the daemon's heartbeat come in as arguments.
+ * Liveness and readiness of the daemon, as /healthz and /readyz report them. Pure: the time, the
+ * daemon's heartbeat and what the last pass found come in as arguments.
+ *
+ * Ready means "this node is protected right now": the last pass could ask the container runtime,
+ * the agent's configuration is accepted, and every checkpoint directory can be written. The API
+ * server being unavailable is the outage the agent exists for and never takes readiness away,
+ * not even before a first complete pass; a state dir that cannot be written does not either
+ * (activation does not need it), but the body names what is not recorded.
  */
-import type { PassReport } from "../agent.ts";
+import { type PassReport, RECORD_OPS } from "../agent.ts";
+import type { Config } from "../config/types.ts";
 import { formatInstant, type Instant, NANOS_PER_MILLI } from "../core/time.ts";
+import type { Unrecorded } from "../store/agent_stores.ts";
+import { isConfigurationFailure, type SourceFailure } from "../sources/types.ts";
 
 /** The loop is stalled when it has not ticked for this many poll intervals. */
 export const STALL_INTERVALS = 3;
@@ -31,35 +40,169 @@ export function liveness(
   };
 }
 
-export type Readiness =
-  | { ready: true; lastCompletePassAt: string; lastPassComplete: boolean }
-  | { ready: false; reason: string };
+/** The directories a checkpoint is written to, each with its reason for being unready. */
+export const CHECKPOINT_DIRS = [
+  { key: "staticPodDir", reason: "static-pod-dir", label: "static-pod dir" },
+  { key: "inactiveDir", reason: "inactive-dir", label: "inactive dir" },
+  { key: "secretsDir", reason: "secrets-dir", label: "secrets dir" },
+  { key: "configmapsDir", reason: "configmaps-dir", label: "configmaps dir" },
+] as const satisfies readonly { key: keyof Config; reason: string; label: string }[];
 
-function degradation(report: PassReport): string {
-  const parts = report.failures.map((f) => `${f.source} ${f.kind}`);
-  if (report.errors.length > 0) parts.push(`${report.errors.length} write(s) failed`);
-  return parts.join(", ");
+/** Why the node may not be protected: what `ckpt_agent_not_ready{reason}` is labelled with. */
+export const NOT_READY_REASONS = [
+  "no-pass",
+  "runtime",
+  "configuration",
+  ...CHECKPOINT_DIRS.map((d) => d.reason),
+  "checkpoint-writes",
+] as const;
+export type NotReadyReason = typeof NOT_READY_REASONS[number];
+
+export interface NotReady {
+  reason: NotReadyReason;
+  /** One line naming the source or directory, and what is wrong with it. */
+  message: string;
+}
+
+export interface ReadinessInput {
+  config: Pick<Config, typeof CHECKPOINT_DIRS[number]["key"] | "stateDir">;
+  /** The last pass's report and when it ended; undefined before the first. */
+  lastReport?: PassReport;
+  lastPassAt?: Instant;
+  lastCompletePassAt?: Instant;
+  /** Checkpoint directories found on a read-only mount after the last pass, with why. */
+  readOnlyDirs: ReadonlyMap<string, string>;
+  /** What the state dir could not take in the last pass, and why its stores are read-only. */
+  unrecorded: readonly Unrecorded[];
+  stateReadOnly?: string;
+  /** Why the single-agent lock is not held, or its pid not written. */
+  lockProblem?: string;
+}
+
+export interface Readiness {
+  ready: boolean;
+  /** Empty exactly when ready. */
+  notReady: NotReady[];
+  lastPassAt?: string;
+  lastPassComplete?: boolean;
+  lastCompletePassAt?: string;
+  /** Sources that failed in the last pass, as `source kind`, and failed writes. */
+  lastPassFailures: string[];
+  notRecorded: {
+    checkpoints: string[];
+    sandboxes: string[];
+    /** The first record's file and error, when any. */
+    path?: string;
+    error?: string;
+  };
+  stateDirReadOnly?: string;
+  lockProblem?: string;
 }
 
 /**
- * Ready once a complete pass has run. A later degraded pass (the API server down is the outage
- * this agent exists for) does not take readiness back; `lastPassComplete` and the metrics say
- * how the latest pass went.
+ * Errors that say a directory refuses writes, not that one checkpoint is wrong: EPERM, EIO,
+ * EACCES, ENOTDIR (a file where a directory belongs), ENOSPC, EROFS, EDQUOT, as Deno words them.
  */
-export function readiness(
-  lastReport: PassReport | undefined,
-  lastCompletePassAt: Instant | undefined,
-): Readiness {
-  if (lastCompletePassAt !== undefined) {
-    return {
-      ready: true,
-      lastCompletePassAt: formatInstant(lastCompletePassAt),
-      lastPassComplete: lastReport?.complete ?? true,
-    };
+const UNWRITABLE = /\(os error (1|5|13|20|28|30|122)\)/;
+
+/** Whether an error message names `dir` or a path inside it (Deno quotes paths in '). */
+function names(message: string, dir: string): boolean {
+  return message.includes(`'${dir}'`) || message.includes(`${dir}/`);
+}
+
+/** A configuration failure: credentials or a kubeconfig the agent cannot use. */
+function isMisconfigured(failure: SourceFailure, apiAvailable: boolean): boolean {
+  // The kubelet authorizes through the API server: its refusals during an outage are the outage.
+  return isConfigurationFailure(failure) && (failure.source !== "kubelet" || apiAvailable);
+}
+
+/**
+ * The checkpoint writes of the last pass that failed because their file system refused them,
+ * each put down to the directory whose path the error names, else to the one directory its
+ * operation writes (start and stop: the static-pod dir), else to checkpoint writes in general.
+ */
+function failedDirWrites(input: ReadinessInput): NotReady[] {
+  const out = new Map<NotReadyReason, NotReady>();
+  for (const error of input.lastReport?.errors ?? []) {
+    if ((RECORD_OPS as readonly string[]).includes(error.op)) continue;
+    if (!UNWRITABLE.test(error.message)) continue;
+    const what = `${error.op} ${error.id ?? ""}: ${error.message}`;
+    const named = CHECKPOINT_DIRS.filter((d) => names(error.message, input.config[d.key]))
+      .sort((a, b) => input.config[b.key].length - input.config[a.key].length)[0];
+    const dir = named ?? (error.op === "start" || error.op === "stop" ? CHECKPOINT_DIRS[0] : null);
+    const entry = dir
+      ? {
+        reason: dir.reason,
+        message: `${dir.label} ${input.config[dir.key]}: the last pass could not write it: ${what}`,
+      }
+      : {
+        reason: "checkpoint-writes" as const,
+        message: `checkpoint files could not be written in the last pass: ${what}`,
+      };
+    if (!out.has(entry.reason)) out.set(entry.reason, entry);
   }
-  if (lastReport === undefined) return { ready: false, reason: "no pass has finished yet" };
+  return [...out.values()];
+}
+
+function notReady(input: ReadinessInput): NotReady[] {
+  const report = input.lastReport;
+  if (report === undefined) return [{ reason: "no-pass", message: "no pass has finished yet" }];
+  const found: NotReady[] = [];
+  const apiAvailable = !report.failures.some((f) => f.source === "apiserver");
+  for (const failure of report.failures) {
+    const said = `${failure.source} ${failure.kind}: ${failure.message}`;
+    if (failure.source === "runtime") {
+      found.push({
+        reason: "runtime",
+        message: `${said} (the runtime cannot say what runs, so nothing is activated)`,
+      });
+    } else if (isMisconfigured(failure, apiAvailable)) {
+      found.push({
+        reason: "configuration",
+        message: `${said} (the agent cannot tell whether parents exist: fix its configuration)`,
+      });
+    }
+  }
+  for (const dir of CHECKPOINT_DIRS) {
+    const path = input.config[dir.key];
+    const readOnly = input.readOnlyDirs.get(path);
+    if (readOnly) {
+      found.push({ reason: dir.reason, message: `${dir.label} ${path}: ${readOnly}` });
+    }
+  }
+  for (const failed of failedDirWrites(input)) {
+    if (!found.some((f) => f.reason === failed.reason)) found.push(failed);
+  }
+  return found;
+}
+
+function lastPassFailures(report: PassReport | undefined): string[] {
+  if (!report) return [];
+  const parts = report.failures.map((f) => `${f.source} ${f.kind}`);
+  if (report.errors.length > 0) parts.push(`${report.errors.length} write(s) failed`);
+  return parts;
+}
+
+export function readiness(input: ReadinessInput): Readiness {
+  const found = notReady(input);
+  const { lastReport: report, unrecorded } = input;
+  const keys = (store: Unrecorded["store"]) =>
+    unrecorded.filter((u) => u.store === store).map((u) => u.key);
   return {
-    ready: false,
-    reason: `no complete pass yet; the last pass was degraded: ${degradation(lastReport)}`,
+    ready: found.length === 0,
+    notReady: found,
+    ...(input.lastPassAt !== undefined ? { lastPassAt: formatInstant(input.lastPassAt) } : {}),
+    ...(report ? { lastPassComplete: report.complete } : {}),
+    ...(input.lastCompletePassAt !== undefined
+      ? { lastCompletePassAt: formatInstant(input.lastCompletePassAt) }
+      : {}),
+    lastPassFailures: lastPassFailures(report),
+    notRecorded: {
+      checkpoints: keys("status"),
+      sandboxes: keys("sandboxes"),
+      ...(unrecorded.length > 0 ? { path: unrecorded[0].path, error: unrecorded[0].error } : {}),
+    },
+    ...(input.stateReadOnly !== undefined ? { stateDirReadOnly: input.stateReadOnly } : {}),
+    ...(input.lockProblem !== undefined ? { lockProblem: input.lockProblem } : {}),
   };
 }

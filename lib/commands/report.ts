@@ -1,6 +1,7 @@
 /** Human-readable summaries of a pass, for `--once` and `--once --dry-run` in a terminal. */
-import type { PassReport } from "../agent.ts";
+import { type PassReport, RECORD_OPS } from "../agent.ts";
 import type { Config } from "../config/types.ts";
+import type { Lock } from "../disk/lock.ts";
 import type { SourceName } from "../sources/types.ts";
 
 const SOURCES: SourceName[] = ["apiserver", "kubelet", "runtime"];
@@ -39,7 +40,11 @@ export function formatPlan(report: PassReport, dryRun: boolean): string {
   ].join("\n");
 }
 
-export function formatPassReport(report: PassReport, config: Config): string {
+export function formatPassReport(
+  report: PassReport,
+  config: Config,
+  lock?: Pick<Lock, "held" | "problem">,
+): string {
   const lines = [
     `ckpt-agent: pass ${report.complete ? "complete" : "DEGRADED"} on ${config.nodeName} in ${
       Math.round(report.durationMs)
@@ -57,5 +62,13 @@ export function formatPassReport(report: PassReport, config: Config): string {
   for (const error of report.errors) {
     lines.push(`  ERROR ${error.op} ${error.id ?? ""}: ${error.message}`);
   }
+  const unrecorded = report.errors.filter((e) => (RECORD_OPS as readonly string[]).includes(e.op));
+  if (unrecorded.length > 0) {
+    lines.push(
+      `  NOT RECORDED: ${unrecorded.length} record(s) in ${config.stateDir}; the next pass ` +
+        "writes them (starting and stopping checkpoints does not wait for them)",
+    );
+  }
+  if (lock && !lock.held) lines.push(`  NO LOCK: ${lock.problem}`);
   return lines.join("\n");
 }

@@ -2,25 +2,18 @@
  * `ckpt-agent run` (the daemon, also plain `ckpt-agent`), `ckpt-agent --once` (one pass, for
  * runbooks) and `ckpt-agent --once --dry-run` (observe and plan, write nothing).
  */
-import {
-  Agent,
-  type AgentStores,
-  type PassReport,
-  trackedFromDisk,
-  trackedFromStore,
-} from "../agent.ts";
+import { Agent, type PassReport, trackedFromDisk, trackedFromStore } from "../agent.ts";
 import { adminListenAddress, type ListenAddress } from "../admin/listen.ts";
 import { serveAdmin } from "../admin/server.ts";
 import type { Options } from "../cli/args.ts";
 import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "../cli/errors.ts";
 import { loadConfig } from "../config/load.ts";
 import { systemClock } from "../core/time.ts";
-import { acquireLock, isLock } from "../disk/lock.ts";
+import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { Daemon } from "../daemon.ts";
 import { connectNode } from "../node.ts";
-import { SandboxStore } from "../store/sandbox_store.ts";
-import { StatusStore } from "../store/status_store.ts";
+import { AgentStores } from "../store/agent_stores.ts";
 import { formatPassReport, formatPlan } from "./report.ts";
 
 export const OUTPUT_FLAG: Options = { output: { type: "string", default: "text" } };
@@ -36,16 +29,6 @@ export type OutputFormat = "text" | "json";
 export function outputFormat(value: unknown): OutputFormat {
   if (value === "text" || value === "json") return value;
   throw new UsageError(`--output: must be text or json, not ${JSON.stringify(value)}`);
-}
-
-/** Opens both stores, reporting (never failing on) records it had to quarantine. */
-export async function openStores(stateDir: string, log: Logger): Promise<AgentStores> {
-  const status = await StatusStore.open(stateDir);
-  const sandboxes = await SandboxStore.open(stateDir);
-  for (const problem of [...status.problems, ...sandboxes.problems]) {
-    log.error("bad record moved to quarantine", { ...problem });
-  }
-  return { status, sandboxes };
 }
 
 export function logPassSummary(log: Logger, report: PassReport) {
@@ -87,6 +70,32 @@ async function runDaemon(daemon: Daemon, adminListen: ListenAddress, log: Logger
   log.info("stopped");
 }
 
+/**
+ * The single-agent lock, or a CommandError when another agent holds it. When no lock can be
+ * taken at all (the lock file cannot be created), the agent goes on without one: activating
+ * during an outage matters more than the guarantee, and a misplaced or read-only lock file must
+ * not be what keeps the control plane down. A pid that cannot be written is only said.
+ */
+async function takeLock(path: string, log: Logger): Promise<Lock> {
+  const lock = await acquireLock(path);
+  if (!isLock(lock)) {
+    const holder = lock.heldBy ? ` (pid ${lock.heldBy})` : "";
+    throw new CommandError(`another ckpt-agent holds the lock ${path}${holder}`, EXIT_LOCKED);
+  }
+  if (!lock.held) {
+    log.error("running without the single-agent lock: another agent could run at the same time", {
+      lockFile: path,
+      error: lock.problem,
+    });
+  } else if (lock.problem) {
+    log.warn("lock held, but its file does not say by whom", {
+      lockFile: path,
+      error: lock.problem,
+    });
+  }
+  return lock;
+}
+
 export async function runCommand(args: string[]): Promise<number> {
   const { config, extra } = await loadConfig(args, { extraFlags: RUN_FLAGS });
   const output = outputFormat(extra.output);
@@ -109,24 +118,26 @@ export async function runCommand(args: string[]): Promise<number> {
       console.log(output === "json" ? JSON.stringify(report.plan) : formatPlan(report, true));
       return report.complete ? EXIT_OK : EXIT_FAILURE;
     }
-    const lock = await acquireLock(config.lockFile);
-    if (!isLock(lock)) {
-      const holder = lock.heldBy ? ` (pid ${lock.heldBy})` : "";
-      throw new CommandError(
-        `another ckpt-agent holds the lock ${config.lockFile}${holder}`,
-        EXIT_LOCKED,
-      );
-    }
+    const lock = await takeLock(config.lockFile, log);
     try {
-      const stores = await openStores(config.stateDir, log);
+      const stores = await AgentStores.open(config.stateDir, log);
       if (adminListen) {
-        const daemon = new Daemon({ agent, stores, config, clock: systemClock, log });
+        const daemon = new Daemon({
+          agent,
+          stores,
+          config,
+          clock: systemClock,
+          log,
+          lockProblem: lock.problem,
+        });
         await runDaemon(daemon, adminListen, log);
         return EXIT_OK;
       }
       const report = await agent.pass(stores, trackedFromStore(stores.status));
-      console.log(output === "json" ? JSON.stringify(report) : formatPassReport(report, config));
-      return report.complete ? EXIT_OK : EXIT_FAILURE;
+      console.log(
+        output === "json" ? JSON.stringify(report) : formatPassReport(report, config, lock),
+      );
+      return report.complete && lock.held ? EXIT_OK : EXIT_FAILURE;
     } finally {
       await lock.release();
     }

@@ -4,14 +4,14 @@
  * of the state directory — with two differences: the agent's clock can skip time, and its log
  * lines are kept for the story instead of going to standard error.
  */
-import { Agent, type AgentStores } from "../agent.ts";
-import { openStores } from "../commands/run.ts";
+import { Agent } from "../agent.ts";
 import type { Config } from "../config/types.ts";
 import { instantToDate } from "../core/time.ts";
 import { createLogger } from "../log.ts";
 import { connectNode } from "../node.ts";
 import type { ControlPlane } from "../sim/control_plane.ts";
 import { SimNode } from "../sim/node.ts";
+import { AgentStores } from "../store/agent_stores.ts";
 import type { RuntimeClient } from "../sources/cri.ts";
 import { SkippingClock } from "./clock.ts";
 import { currentUser, demoCluster, type UserIds } from "./cluster.ts";
@@ -59,7 +59,7 @@ export async function openSession(): Promise<DemoSession> {
       cluster,
       user,
       agent: new Agent({ config, sources, clock, log }),
-      stores: await openStores(config.stateDir, log),
+      stores: await AgentStores.open(config.stateDir, log),
       runtime,
       clock,
       takeLog() {

@@ -7,12 +7,14 @@ import { QUARANTINE_DIR, STORE_DIR_MODE } from "./layout.ts";
 
 /**
  * Makes `stateDir/sub` exist with mode 0700. The state directory itself is created when missing
- * but its mode is left alone: an operator may have chosen it.
+ * but its mode is left alone: an operator may have chosen it. A directory already 0700 is not
+ * touched: a chmod, even to the same mode, changes its ctime, and every `--once` opens the stores.
  */
 export async function ensureStoreDir(stateDir: string, sub: string): Promise<string> {
   const dir = join(stateDir, sub);
   await ensureDir(dir, STORE_DIR_MODE);
-  await Deno.chmod(dir, STORE_DIR_MODE);
+  const { mode } = await Deno.stat(dir);
+  if (mode === null || (mode & 0o7777) !== STORE_DIR_MODE) await Deno.chmod(dir, STORE_DIR_MODE);
   return dir;
 }
 

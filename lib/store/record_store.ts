@@ -6,8 +6,13 @@
  * fails, disk and memory keep the previous record (a write that failed after its rename is put
  * back); opening sweeps our temp files and moves every bad record into quarantine, reporting it
  * in `problems`, and serves the rest.
+ *
+ * A store that cannot be opened for writing (its directories cannot be made, a bad record cannot
+ * be moved aside) can still be served read-only (`openOrRead`): what can be read is served, every
+ * write is refused saying why, and `reopen` tries again.
  */
 import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import {
   atomicWrite,
   removeDurably,
@@ -35,6 +40,11 @@ export interface StoreOptions {
   writer?: Writer;
 }
 
+/** Why a store refuses writes: it could not be opened for writing. */
+export class StoreReadOnlyError extends Error {
+  override name = "StoreReadOnlyError";
+}
+
 /** A record met at open that could not be served. */
 export interface StoreProblem {
   file: string;
@@ -60,6 +70,8 @@ export class RecordStore<M, T> {
   #values = new Map<string, M>();
   #problems: StoreProblem[] = [];
   #swept: string[] = [];
+  /** Why writes are refused; undefined once the store is open for writing. */
+  #readOnly: string | undefined = "not opened yet";
   readonly #lock = new KeyedLock();
 
   private constructor(
@@ -76,16 +88,77 @@ export class RecordStore<M, T> {
     codec: StoreCodec<M, T>,
     options: StoreOptions = {},
   ): Promise<RecordStore<M, T>> {
-    await ensureStoreDir(stateDir, codec.type.dir);
-    await ensureStoreDir(stateDir, QUARANTINE_DIR);
-    const store = new RecordStore(
+    const store = RecordStore.#create(stateDir, codec, options);
+    await store.#open();
+    store.#readOnly = undefined;
+    return store;
+  }
+
+  /**
+   * Opens the store for writing, or, when that fails, serves it read-only: the sound records
+   * that can be read (nothing is swept, created or moved), with `readOnly` saying why. Rejects
+   * only on what no retry could mend (a bug), never on an I/O error.
+   */
+  static async openOrRead<M, T>(
+    stateDir: string,
+    codec: StoreCodec<M, T>,
+    options: StoreOptions = {},
+  ): Promise<RecordStore<M, T>> {
+    const store = RecordStore.#create(stateDir, codec, options);
+    if (!await store.reopen()) await store.#readSound();
+    return store;
+  }
+
+  static #create<M, T>(stateDir: string, codec: StoreCodec<M, T>, options: StoreOptions) {
+    return new RecordStore(
       stateDir,
       codec,
       options.clock ?? systemClock,
       options.writer ?? atomicWrite,
     );
-    await store.load();
-    return store;
+  }
+
+  async #open(): Promise<void> {
+    await ensureStoreDir(this.stateDir, this.codec.type.dir);
+    await ensureStoreDir(this.stateDir, QUARANTINE_DIR);
+    await this.load();
+  }
+
+  /**
+   * For a store served read-only: tries to open it for writing again (directories, sweep, load,
+   * quarantine); true when it now is. Memory then holds what is on disk; when the attempt fails,
+   * memory is left as it was. An open store answers true at once.
+   */
+  async reopen(): Promise<boolean> {
+    if (this.#readOnly === undefined) return true;
+    try {
+      await this.#open();
+    } catch (e) {
+      this.#readOnly = `the store could not be opened for writing: ${(e as Error).message}`;
+      return false;
+    }
+    const stuck = this.#problems.filter((p) => p.quarantinedTo === undefined);
+    this.#readOnly = stuck.length === 0
+      ? undefined
+      : `bad records could not be moved to quarantine: ${stuck.map((p) => p.problem).join("; ")}`;
+    return this.#readOnly === undefined;
+  }
+
+  /** Memory from a look at the directory that changes nothing; unreadable, it stays empty. */
+  async #readSound(): Promise<void> {
+    try {
+      const entries = await readRecordDir(this.codec.type, this.dir);
+      this.#values = new Map(
+        entries.flatMap((e) => e.error ? [] : [[e.key, this.codec.toMemory(e.record)] as const]),
+      );
+    } catch (e) {
+      this.#readOnly += `; nothing could be read either: ${(e as Error).message}`;
+    }
+  }
+
+  /** Why writes are refused (the store could not be opened for writing), or undefined. */
+  get readOnly(): string | undefined {
+    return this.#readOnly;
   }
 
   /** Records the last load could not serve (each moved to quarantine). */
@@ -122,6 +195,11 @@ export class RecordStore<M, T> {
     return value === undefined ? undefined : structuredClone(value);
   }
 
+  /** Whether there is a record of `key`. */
+  has(key: string): boolean {
+    return this.#values.has(key);
+  }
+
   /** Every key, in byte order. */
   keys(): string[] {
     return [...this.#values.keys()].sort(compareIds);
@@ -132,7 +210,8 @@ export class RecordStore<M, T> {
    * result is invalid, or the write fails, nothing changes.
    */
   async update(key: string, fn: (current: M | undefined) => M): Promise<WriteOutcome> {
-    const path = this.#pathOf(key);
+    const path = this.pathOf(key);
+    this.#refuseIfReadOnly(path);
     return await this.#lock.run(key, async () => {
       const next = fn(this.get(key));
       const stored = this.#storedForm(path, key, next);
@@ -144,7 +223,8 @@ export class RecordStore<M, T> {
 
   /** Removes the record of `key`: nothing when there is none. */
   async delete(key: string): Promise<void> {
-    const path = this.#pathOf(key);
+    const path = this.pathOf(key);
+    this.#refuseIfReadOnly(path);
     await this.#lock.run(key, async () => {
       // Renamed aside first, so the record vanishes in one step; the aside name is a temp
       // name of ours, so the next open sweeps it should we stop before removing it.
@@ -168,8 +248,25 @@ export class RecordStore<M, T> {
     });
   }
 
-  #pathOf(key: string): string {
+  /**
+   * Whether `value` is what the store holds for `key`, as it would be written (fields kept in
+   * memory only do not count).
+   */
+  holds(key: string, value: M): boolean {
+    const current = this.#values.get(key);
+    return current !== undefined &&
+      isDeepStrictEqual(this.codec.toStored(current), this.codec.toStored(value));
+  }
+
+  /** The file of `key`; InvalidIdError for a key that could not be stored. */
+  pathOf(key: string): string {
     return join(this.dir, this.codec.type.fileNameOf(key));
+  }
+
+  #refuseIfReadOnly(path: string) {
+    if (this.#readOnly !== undefined) {
+      throw new StoreReadOnlyError(`${path}: not written: ${this.#readOnly}`);
+    }
   }
 
   #storedForm(path: string, key: string, value: M): T {

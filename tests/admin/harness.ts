@@ -3,17 +3,17 @@
  * moves, and every log line kept; plus raw HTTP for requests fetch would rewrite (dot segments).
  */
 import { join } from "node:path";
-import { Agent, type AgentStores } from "../../lib/agent.ts";
+import { Agent } from "../../lib/agent.ts";
 import { concatBytes } from "../../lib/bytes.ts";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
-import { openStores } from "../../lib/commands/run.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon.ts";
 import { createLogger, type Logger } from "../../lib/log.ts";
 import { connectNode } from "../../lib/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
+import { AgentStores } from "../../lib/store/agent_stores.ts";
 
 export const START = parseInstant("2026-03-01T10:00:00Z")!;
 
@@ -66,7 +66,7 @@ export class DaemonFixture {
       const clock = new ManualClock();
       const log = new LogCapture();
       const sources = await connectNode(config);
-      const stores = await openStores(config.stateDir, log.logger);
+      const stores = await AgentStores.open(config.stateDir, log.logger);
       const agent = new Agent({ config, sources, clock, log: log.logger });
       const daemon = new Daemon({ agent, stores, config, clock, log: log.logger });
       return new DaemonFixture(node, config, daemon, stores, clock, log, async () => {

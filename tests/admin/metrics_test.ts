@@ -5,6 +5,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import type { PassReport } from "../../lib/agent.ts";
 import { PASS_DURATION_BUCKETS } from "../../lib/admin/metrics.ts";
+import { NOT_READY_REASONS } from "../../lib/admin/probes.ts";
 import { NANOS_PER_MILLI } from "../../lib/core/time.ts";
 import { STATUS_STATES } from "../../lib/store/status_record.ts";
 import { type Family, parsePrometheusText, sampleValue } from "./prom_text.ts";
@@ -39,6 +40,9 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       ckpt_agent_sandbox_checkpoints: "gauge",
       ckpt_agent_last_pass_timestamp_seconds: "gauge",
       ckpt_agent_last_complete_pass_timestamp_seconds: "gauge",
+      ckpt_agent_ready: "gauge",
+      ckpt_agent_not_ready: "gauge",
+      ckpt_agent_unrecorded_records: "gauge",
       process_start_time_seconds: "gauge",
       process_resident_memory_bytes: "gauge",
     });
@@ -49,6 +53,16 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       assertEquals(sampleValue(m, "ckpt_agent_checkpoints", { state }), 0);
     }
     assertEquals(sampleValue(m, "ckpt_agent_last_complete_pass_timestamp_seconds"), 0);
+    assertEquals(sampleValue(m, "ckpt_agent_ready"), 0);
+    for (const reason of NOT_READY_REASONS) {
+      assertEquals(
+        sampleValue(m, "ckpt_agent_not_ready", { reason }),
+        reason === "no-pass" ? 1 : 0,
+      );
+    }
+    for (const store of ["status", "sandboxes"]) {
+      assertEquals(sampleValue(m, "ckpt_agent_unrecorded_records", { store }), 0);
+    }
     assertEquals(m.get("ckpt_agent_state_transitions_total")!.samples, []);
     assert(sampleValue(m, "process_resident_memory_bytes")! > 0);
     assert(sampleValue(m, "process_start_time_seconds")! > 1e9);
@@ -147,9 +161,20 @@ Deno.test("metrics: failed writes are counted by operation, and make the pass de
     assertEquals(sampleValue(m, "ckpt_agent_write_errors_total", { op: "checkpoint" }), 3);
     assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "degraded" }), 1);
     assertEquals(sampleValue(m, "ckpt_agent_last_complete_pass_timestamp_seconds"), 0);
+    // No secret and no configmap can be stored: the node is not protected.
     const ready = await f.request("/readyz");
-    assertEquals([ready.status, await ready.json()], [503, {
-      error: "no complete pass yet; the last pass was degraded: 3 write(s) failed",
-    }]);
+    const body = await ready.json();
+    assertEquals([ready.status, body.notReady.map((n: { reason: string }) => n.reason)], [
+      503,
+      ["secrets-dir", "configmaps-dir"],
+    ]);
+    assert(body.error.startsWith(`secrets dir ${f.config.secretsDir}: the last pass could not`));
+    assertEquals(body.lastPassFailures, ["3 write(s) failed"]);
+    const after = await scrape(f);
+    assertEquals(sampleValue(after, "ckpt_agent_ready"), 0);
+    for (const reason of NOT_READY_REASONS) {
+      const expected = reason === "secrets-dir" || reason === "configmaps-dir" ? 1 : 0;
+      assertEquals(sampleValue(after, "ckpt_agent_not_ready", { reason }), expected, reason);
+    }
   });
 });

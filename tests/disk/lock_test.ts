@@ -1,7 +1,11 @@
-/** The single-instance lock, with real processes: a crash must never block a restart. */
+/**
+ * The single-instance lock, with real processes: a crash must never block a restart, and a full
+ * or read-only disk never stops the agent.
+ */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { acquireLock, isLock } from "../../lib/disk/lock.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
 
 const HOLDER = new URL("./lock_holder.ts", import.meta.url).pathname;
 
@@ -90,4 +94,71 @@ Deno.test("a lock file deleted under its holder does not block the next agent", 
     await second.release();
     await first.release();
   });
+});
+
+Deno.test({
+  name: "a full disk: the pid cannot be written, the lock is held all the same",
+  ignore: TMPFS_UNAVAILABLE !== undefined,
+  fn: () =>
+    withTmpfs(64 * 1024, async (fs) => {
+      const path = fs.path("run/ckpt-agent.lock");
+      await fs.fill();
+      const lock = await acquireLock(path);
+      assert(isLock(lock));
+      assertEquals(lock.held, true);
+      assert(lock.problem?.includes("No space left on device"), lock.problem);
+      assertEquals(await Deno.readTextFile(path), "");
+      // Held: another process is kept out, though it cannot be told by whom.
+      const other = await startHolder(path);
+      assertEquals(other.line, "held undefined");
+      await other.child.status;
+      await lock.release();
+      const again = await acquireLock(path);
+      assert(isLock(again) && again.held);
+      await again.release();
+    }),
+});
+
+Deno.test({
+  name: "a lock file on a read-only mount is still locked; the pid is not written",
+  ignore: TMPFS_UNAVAILABLE !== undefined,
+  fn: () =>
+    withTmpfs(64 * 1024, async (fs) => {
+      const path = fs.path("ckpt-agent.lock");
+      await Deno.writeTextFile(path, "");
+      await fs.readOnly(true);
+      const first = await startHolder(path);
+      try {
+        assertEquals(first.line, `acquired ${first.child.pid}`);
+        const lock = await acquireLock(path);
+        assertEquals(isLock(lock), false);
+      } finally {
+        first.child.stdin.close();
+        assertEquals((await first.child.status).code, 0);
+      }
+      const lock = await acquireLock(path);
+      assert(isLock(lock));
+      assertEquals(lock.held, true);
+      assert(lock.problem?.includes("Read-only file system"), lock.problem);
+      await lock.release();
+    }),
+});
+
+Deno.test({
+  name: "a lock file that cannot be created: no lock, said, and the agent may go on",
+  ignore: TMPFS_UNAVAILABLE !== undefined,
+  fn: () =>
+    withTmpfs(64 * 1024, async (fs) => {
+      await fs.readOnly(true);
+      for (const path of [fs.path("ckpt-agent.lock"), fs.path("missing/dir/ckpt-agent.lock")]) {
+        const lock = await acquireLock(path);
+        assert(isLock(lock));
+        assertEquals(lock.held, false);
+        assert(
+          lock.problem?.startsWith("no lock taken: the lock file cannot be created: Read-only"),
+          lock.problem,
+        );
+        await lock.release();
+      }
+    }),
 });

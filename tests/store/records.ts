@@ -1,6 +1,9 @@
 /** Record builders and hand-corrupted record files, shared by the store and verify tests. */
 import { join } from "node:path";
+import type { AgentStores } from "../../lib/store/agent_stores.ts";
 import { encodeRecord, type RecordProblem } from "../../lib/store/envelope.ts";
+import { SandboxStore } from "../../lib/store/sandbox_store.ts";
+import { StatusStore } from "../../lib/store/status_store.ts";
 import type { StatusRecord } from "../../lib/store/status_record.ts";
 import {
   newSandboxCheckpoint,
@@ -157,4 +160,22 @@ export async function listDir(dir: string): Promise<string[]> {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
   return names.sort();
+}
+
+/** The records of a state dir, as a fresh agent would read them: status records and sandbox ids. */
+export async function onDisk(stateDir: string) {
+  const status = await StatusStore.open(stateDir);
+  const sandboxes = await SandboxStore.open(stateDir);
+  return {
+    status: status.list().map(({ phase: _, ...record }) => record),
+    sandboxes: sandboxes.list(),
+  };
+}
+
+/** What the agent holds, in the form of `onDisk`. */
+export function held(stores: AgentStores) {
+  return {
+    status: stores.status.list().map(({ phase: _, ...record }) => record),
+    sandboxes: stores.sandboxes.list(),
+  };
 }
