@@ -109,7 +109,8 @@ const CASES: Case[] = [
     active: { "kube-system_x.json": null },
     names: { [B]: "kube-system-x.json" },
     blocked: {
-      [A]: "kube-system-x.json is held by the checkpoint of kube/system-x, and kube-system_x.json " +
+      [A]:
+        "kube-system-x.json is held by the checkpoint of kube/system-x, and kube-system_x.json " +
         "by a file that is not a checkpoint in the static-pod dir",
     },
   },
