@@ -7,21 +7,11 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import {
-  Agent,
-  type AgentStores,
-  type NodeSources,
-  type PassReport,
-  trackedFromStore,
-} from "../../lib/agent.ts";
+import type { PassReport } from "../../lib/agent.ts";
 import { checksFor, runChecks } from "../../lib/commands/verify.ts";
-import { openStores } from "../../lib/commands/run.ts";
-import type { Config } from "../../lib/config/types.ts";
 import { type Pod, podId } from "../../lib/core/pod.ts";
-import { connectNode } from "../../lib/node.ts";
 import { type ControlPlane, daemonSetPod } from "../../lib/sim/control_plane.ts";
-import { SimNode } from "../../lib/sim/node.ts";
-import { LogCapture, ManualClock } from "../admin/harness.ts";
+import { type AgentOnNode, withAgentOnNode } from "../helpers/agent_on_node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { tree } from "../helpers/tree.ts";
 
@@ -75,58 +65,12 @@ async function holders(dir: string): Promise<Record<string, string>> {
   return out;
 }
 
-/** A node with the two parents, and agents on it that can be restarted. */
-class ClashNode {
-  readonly log = new LogCapture();
-  readonly clock = new ManualClock();
-  #agent?: { agent: Agent; stores: AgentStores; sources: NodeSources };
-
-  private constructor(readonly node: SimNode) {}
-
-  static async start(bFirstInLists = false): Promise<ClashNode> {
-    const node = await SimNode.start({ cluster: clashingCluster("cp-1", bFirstInLists) });
-    return new ClashNode(node);
-  }
-
-  config(overrides: Partial<Config> = {}): Config {
-    return this.node.config(overrides);
-  }
-
-  /** A new agent process, as after a restart. */
-  async restart(overrides: Partial<Config> = {}) {
-    this.#agent?.sources.runtime.close();
-    const config = this.config(overrides);
-    const sources = await connectNode(config);
-    const stores = await openStores(config.stateDir, this.log.logger);
-    const agent = new Agent({ config, sources, clock: this.clock, log: this.log.logger });
-    this.#agent = { agent, stores, sources };
-  }
-
-  async pass(): Promise<PassReport> {
-    if (!this.#agent) await this.restart();
-    const { agent, stores } = this.#agent!;
-    const report = await agent.pass(stores, trackedFromStore(stores.status));
-    await this.node.sync();
-    return report;
-  }
-
-  async close() {
-    this.#agent?.sources.runtime.close();
-    await this.node.close();
-  }
-}
-
-async function withClashNode(bFirstInLists: boolean, fn: (n: ClashNode) => Promise<void>) {
-  const n = await ClashNode.start(bFirstInLists);
-  try {
-    await fn(n);
-  } finally {
-    await n.close();
-  }
+function withClashNode(bFirstInLists: boolean, fn: (n: AgentOnNode) => Promise<void>) {
+  return withAgentOnNode({ cluster: clashingCluster("cp-1", bFirstInLists) }, {}, fn);
 }
 
 /** Both checkpoints under `names`, each its own parent's, with its own stored secret. */
-async function assertBothCheckpoints(n: ClashNode, names: Record<string, string>) {
+async function assertBothCheckpoints(n: AgentOnNode, names: Record<string, string>) {
   const c = n.config();
   const expected = Object.fromEntries(Object.entries(names).map(([id, file]) => [file, id]));
   assertEquals(await holders(c.inactiveDir), expected);
