@@ -124,8 +124,7 @@ export async function atomicWrite(
   if (await isCurrent(path, bytes, opts)) return "unchanged";
   const temp = tempPathFor(path);
   const file = await Deno.open(temp, { createNew: true, write: true, mode: opts.mode });
-  let renamed = false;
-  try {
+  await renameOver(temp, path, async () => {
     try {
       let written = 0;
       while (written < bytes.length) {
@@ -140,10 +139,21 @@ export async function atomicWrite(
     } finally {
       file.close();
     }
+  });
+  return "written";
+}
+
+/**
+ * Finishes `temp` with `prepare`, renames it over `path` and fsyncs the directory; when anything
+ * fails before the rename, `temp` is removed, so no failure (a full disk) leaves one behind.
+ */
+async function renameOver(temp: string, path: string, prepare: () => Promise<void>) {
+  let renamed = false;
+  try {
+    await prepare();
     await Deno.rename(temp, path);
     renamed = true;
     await syncDir(dirname(path));
-    return "written";
   } finally {
     if (!renamed) await Deno.remove(temp).catch(() => {});
   }
@@ -173,15 +183,8 @@ export async function atomicLink(
     await atomicWrite(target, await Deno.readFile(source), opts);
     return "copied";
   }
-  let renamed = false;
-  try {
-    await Deno.rename(temp, target);
-    renamed = true;
-    await syncDir(dirname(target));
-    return "linked";
-  } finally {
-    if (!renamed) await Deno.remove(temp).catch(() => {});
-  }
+  await renameOver(temp, target, () => Promise.resolve());
+  return "linked";
 }
 
 /** Deletes a file durably; "absent" when there was nothing to delete. */

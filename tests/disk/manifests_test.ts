@@ -1,5 +1,6 @@
 /** Manifest directories on disk: what is read, what is written, and what is never touched. */
 import { deepStrictEqual as assertEquals, ok as assert, rejects, throws } from "node:assert/strict";
+import { basename } from "node:path";
 import { manifestFileName, unambiguousManifestFileName } from "../../lib/core/ids.ts";
 import { podId } from "../../lib/core/pod.ts";
 import {
@@ -15,7 +16,7 @@ import {
 } from "../../lib/disk/manifests.ts";
 import { checkpoint, pod } from "../helpers/pods.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
-import { TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
+import { type Tmpfs, TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
 import { tree } from "../helpers/tree.ts";
 
 /** A static pod as kubeadm writes it: YAML over many lines, no checkpoint annotation. */
@@ -69,6 +70,16 @@ async function snapshotFiles(dir: string): Promise<Map<string, string>> {
 
 async function mode(path: string): Promise<number> {
   return ((await Deno.stat(path)).mode ?? 0) & 0o7777;
+}
+
+/** `fn` with one of the manifest paths on a tmpfs of its own, the others on the temp dir's. */
+function withOneOnTmpfs(
+  key: keyof ManifestPaths,
+  fn: (paths: ManifestPaths, fs: Tmpfs) => Promise<void>,
+): Promise<void> {
+  return withTempDir((dir) =>
+    withTmpfs(1 << 20, (fs) => fn({ ...pathsIn(dir), [key]: fs.path(basename(key)) }, fs))
+  );
 }
 
 async function inode(path: string): Promise<string> {
@@ -235,21 +246,18 @@ Deno.test(
   "across file systems activation copies",
   { ignore: TMPFS_UNAVAILABLE !== undefined },
   async () => {
-    await withTempDir(async (dir) => {
-      await withTmpfs(1 << 20, async (fs) => {
-        const paths = { ...pathsIn(dir), staticPodDir: fs.path("manifests") };
-        const id = "a/b", file = manifestFileName(id);
-        const p = checkpointPaths(paths, id, file);
-        await writeInactiveManifest(paths, checkpoint(id), file);
-        assertEquals(await activateCheckpoint(paths, id, file), "written");
-        assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(checkpoint(id)));
-        assertEquals(await mode(p.activeManifest), 0o600);
-        assert(
-          (await Deno.stat(p.activeManifest)).dev !== (await Deno.stat(p.inactiveManifest)).dev,
-        );
-        assertEquals(await activateCheckpoint(paths, id, file), "unchanged");
-        assertEquals(Object.keys(await tree(paths.staticPodDir)), [file]);
-      });
+    await withOneOnTmpfs("staticPodDir", async (paths) => {
+      const id = "a/b", file = manifestFileName(id);
+      const p = checkpointPaths(paths, id, file);
+      await writeInactiveManifest(paths, checkpoint(id), file);
+      assertEquals(await activateCheckpoint(paths, id, file), "written");
+      assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(checkpoint(id)));
+      assertEquals(await mode(p.activeManifest), 0o600);
+      assert(
+        (await Deno.stat(p.activeManifest)).dev !== (await Deno.stat(p.inactiveManifest)).dev,
+      );
+      assertEquals(await activateCheckpoint(paths, id, file), "unchanged");
+      assertEquals(Object.keys(await tree(paths.staticPodDir)), [file]);
     });
   },
 );
@@ -372,18 +380,15 @@ Deno.test(
   "a failed step of a removal leaves the active manifest in place",
   { ignore: TMPFS_UNAVAILABLE !== undefined },
   async () => {
-    await withTempDir(async (dir) => {
-      await withTmpfs(1 << 20, async (fs) => {
-        const paths = { ...pathsIn(dir), inactiveDir: fs.path("inactive") };
-        const id = "a/b", file = manifestFileName(id);
-        const p = checkpointPaths(paths, id, file);
-        await writeInactiveManifest(paths, checkpoint(id), file);
-        await activateCheckpoint(paths, id, file);
-        // The inactive manifest cannot be deleted: its file system turned read-only.
-        await fs.readOnly(true);
-        await rejects(removeCheckpoint(paths, id), /Read-only file system/);
-        assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(checkpoint(id)));
-      });
+    await withOneOnTmpfs("inactiveDir", async (paths, fs) => {
+      const id = "a/b", file = manifestFileName(id);
+      const p = checkpointPaths(paths, id, file);
+      await writeInactiveManifest(paths, checkpoint(id), file);
+      await activateCheckpoint(paths, id, file);
+      // The inactive manifest cannot be deleted: its file system turned read-only.
+      await fs.readOnly(true);
+      await rejects(removeCheckpoint(paths, id), /Read-only file system/);
+      assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(checkpoint(id)));
     });
   },
 );
