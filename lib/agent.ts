@@ -10,7 +10,6 @@
  *
  * Every byte the agent writes is written by a function this file calls directly.
  */
-import { join } from "node:path";
 import type { Config } from "./config/types.ts";
 import { parseValidId } from "./core/ids.ts";
 import {
@@ -29,6 +28,7 @@ import { type Clock, formatInstant, type Instant, NANOS_PER_MILLI } from "./core
 import { sweepTempFiles, totalBytesWritten } from "./disk/atomic_write.ts";
 import {
   activateCheckpoint,
+  checkpointPaths,
   deactivateCheckpoint,
   manifestCache,
   manifestIndex,
@@ -433,7 +433,8 @@ export class Agent {
     const apiAvailable = obs.input.observations.apiAvailable;
     const ids = checkpointedIds(result);
     const blocked = new Map(names.blocked.map((b) => [b.id, b.reason]));
-    const manifestOf = (file: string) => join(this.#paths.inactiveDir, file);
+    const manifestOf = (id: string, file: string) =>
+      checkpointPaths(this.#paths, id, file).inactiveManifest;
     await this.#forEachCheckpoint(report, ids, async (id, out) => {
       const parent = result.parents.get(id)!;
       await this.#attempt(out, "checkpoint", id, async () => {
@@ -447,7 +448,7 @@ export class Agent {
         const refreshDue = last === undefined || now - last >= millis(config.refreshIntervalMs);
         // The manifest is made from the parent alone: the same parent, and a file untouched
         // since it was last checked, mean nothing to do until the refresh falls due.
-        const manifest = manifestOf(file);
+        const manifest = manifestOf(id, file);
         const parentJson = JSON.stringify(parent);
         if (!refreshDue && this.#checkedManifests.unchanged(manifest, parentJson)) return;
         const sanitized = sanitizeCheckpoint(parent, {
@@ -490,7 +491,10 @@ export class Agent {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
     this.#checkedManifests.retain(
-      new Set(ids.flatMap((id) => names.names.has(id) ? [manifestOf(names.names.get(id)!)] : [])),
+      new Set(ids.flatMap((id) => {
+        const file = names.names.get(id);
+        return file === undefined ? [] : [manifestOf(id, file)];
+      })),
     );
   }
 
