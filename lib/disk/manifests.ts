@@ -1,9 +1,10 @@
 /**
  * Checkpoint manifests on disk: reading the kubelet's static-pod directory and the inactive
- * directory, and the writes of DESIGN §2.4 step 5. A checkpoint's manifest has one of the two
+ * directory, and the writes of a pass's apply step. A checkpoint's manifest has one of the two
  * names of its id (lib/core/ids.ts; which one, lib/core/manifest_names.ts decides and the caller
- * passes down); only such files are ever written or deleted, and only while they hold that
- * checkpoint. Every other file is read, maybe reported, never touched.
+ * passes down); only such files are ever written (over nothing, the same checkpoint, or a file
+ * too damaged to parse) or deleted (only while they hold that checkpoint). Every other file is
+ * read, maybe reported, never touched.
  */
 import { basename, dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
@@ -341,7 +342,7 @@ export async function deactivateCheckpoint(
 /**
  * Deletes everything of one checkpoint: its secrets and configmaps (and their namespace's
  * directory once no other pod's files are in it), its inactive manifest, then its active manifest
- * last (DESIGN §2.4 step 5), each under either name and only while it holds this checkpoint.
+ * last, each under either name and only while it holds this checkpoint.
  * Until the last step a manifest is left for the next pass to find, so a crash midway ends in a
  * removal finished later, never in files nobody tracks. Returns the paths that existed and are
  * gone. Removals run after a pass has written every checkpoint, so no write into a namespace
