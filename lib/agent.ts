@@ -10,9 +10,14 @@
  *
  * Every byte the agent writes is written by a function this file calls directly.
  */
-import { basename } from "node:path";
 import type { Config } from "./config/types.ts";
-import { manifestFileName, parseValidId } from "./core/ids.ts";
+import { parseValidId } from "./core/ids.ts";
+import {
+  assignManifestNames,
+  filesHolding,
+  type ManifestListing,
+  type ManifestNames,
+} from "./core/manifest_names.ts";
 import { type PassInput, type PassResult, runPass, type StateChange } from "./core/pass.ts";
 import type { Pod } from "./core/pod.ts";
 import { explainChange } from "./core/reasons.ts";
@@ -20,12 +25,13 @@ import { fileOwner, podFileDirs, sanitizeCheckpoint } from "./core/sanitize.ts";
 import { type PlanDocument, planDocument } from "./core/snapshot.ts";
 import { type Action, actionOf, type CheckpointState } from "./core/state.ts";
 import { type Clock, formatInstant, type Instant, NANOS_PER_MILLI } from "./core/time.ts";
-import { totalBytesWritten } from "./disk/atomic_write.ts";
+import { sweepTempFiles, totalBytesWritten } from "./disk/atomic_write.ts";
 import {
   activateCheckpoint,
   checkpointPaths,
   deactivateCheckpoint,
   manifestCache,
+  manifestIndex,
   type ManifestPaths,
   readManifestDir,
   removeCheckpoint,
@@ -97,8 +103,8 @@ export interface Observation {
   running: RunningPod[];
   /** Manifest files that are not pods: reported, never touched. */
   manifestProblems: { file: string; problem: string }[];
-  /** Names of the files in the static-pod dir when it was read, pods or not. */
-  activeManifestFiles: ReadonlySet<string>;
+  /** Every file in both manifest dirs when they were read, and the checkpoint each holds. */
+  manifestFiles: ManifestListing;
 }
 
 export interface AppliedAction {
@@ -160,6 +166,11 @@ function valueOr<T>(result: SourceResult<T>, failures: SourceFailure[]): T | und
 /** The kubelet runs a static pod `<name>` as `<name>-<nodeName>`. */
 function staticPodName(id: string, nodeName: string): string {
   return `${id.split("/")[1]}-${nodeName}`;
+}
+
+/** The parents whose checkpoints this pass writes. */
+function checkpointedIds(result: PassResult): string[] {
+  return [...result.parents.keys()].filter((id) => result.tracked.has(id) && parseValidId(id));
 }
 
 /** What each tracked checkpoint must look like on disk after this pass. */
@@ -232,6 +243,10 @@ export class Agent {
   readonly #checkedManifests = new VerifiedFiles();
   /** Both manifest directories as last read: an unchanged file is not read and parsed again. */
   readonly #manifestCaches = { active: manifestCache(), inactive: manifestCache() };
+  /** Per parent: the file name it got because bootkube's was taken, once said. */
+  readonly #saidNames = new Map<string, string>();
+  /** Whether this process has swept both manifest dirs of temp files a crash left. */
+  #swept = false;
 
   constructor(opts: AgentOptions) {
     this.#opts = opts;
@@ -281,9 +296,7 @@ export class Agent {
       failures,
       running: running ?? [],
       manifestProblems: [...active.problems, ...inactive.problems],
-      activeManifestFiles: new Set(
-        [...active.manifests, ...active.problems].map((m) => basename(m.file)),
-      ),
+      manifestFiles: { active: manifestIndex(active), inactive: manifestIndex(inactive) },
     };
   }
 
@@ -320,8 +333,12 @@ export class Agent {
     for (const change of report.changes) log.info("state change", change);
 
     if (stores) {
-      await this.#checkpointParents(result, obs, report);
-      await this.#applyActions(result, obs, report);
+      await this.#sweepOnce();
+      // Before any write: two checkpoints written at once must never target one file.
+      const names = assignManifestNames(checkpointedIds(result), obs.manifestFiles);
+      this.#sayNames(names);
+      await this.#checkpointParents(result, obs, names, report);
+      await this.#applyActions(result, obs, names, report);
       this.#trackStatus(stores, result, obs.input.now);
       if (obs.input.observations.runtimeAvailable) {
         await this.#trackSandboxes(stores, result, obs.running);
@@ -342,6 +359,42 @@ export class Agent {
       this.#opts.log.error("credentials refused: check the kubeconfig and RBAC", fields);
     } else {
       this.#opts.log.warn("source unavailable this pass", fields);
+    }
+  }
+
+  /**
+   * Before the first write of this process: a write or link a crash interrupted leaves a temp
+   * file in a manifest dir, which the kubelet ignores but which holds space (a copy) or an inode.
+   * A failure is tried again on the next pass; it stops no write.
+   */
+  async #sweepOnce() {
+    if (this.#swept) return;
+    let swept = true;
+    for (const dir of [this.#paths.staticPodDir, this.#paths.inactiveDir]) {
+      try {
+        const files = await sweepTempFiles(dir);
+        if (files.length > 0) this.#opts.log.info("leftover temp files removed", { dir, files });
+      } catch (e) {
+        swept = false;
+        this.#opts.log.warn("temp files not swept; tried again next pass", {
+          dir,
+          error: (e as Error).message,
+        });
+      }
+    }
+    this.#swept = swept;
+  }
+
+  /** Which parent got which file name because bootkube's was taken: said once per parent. */
+  #sayNames(names: ManifestNames) {
+    for (const { id, file, reason } of names.clashes) {
+      if (this.#saidNames.get(id) === file) continue;
+      this.#saidNames.set(id, file);
+      this.#opts.log.info("manifest file name taken: the checkpoint gets a name of its own", {
+        id,
+        file,
+        reason,
+      });
     }
   }
 
@@ -381,23 +434,33 @@ export class Agent {
   }
 
   /** DESIGN §2.5: the sanitized manifest of every tracked parent, then its secrets and configmaps. */
-  async #checkpointParents(result: PassResult, obs: Observation, report: PassReport) {
+  async #checkpointParents(
+    result: PassResult,
+    obs: Observation,
+    names: ManifestNames,
+    report: PassReport,
+  ) {
     const { config } = this.#opts;
     const now = obs.input.now;
     const apiAvailable = obs.input.observations.apiAvailable;
-    const ids = [...result.parents.keys()].filter((id) =>
-      result.tracked.has(id) && parseValidId(id)
-    );
+    const ids = checkpointedIds(result);
+    const blocked = new Map(names.blocked.map((b) => [b.id, b.reason]));
+    const manifestOf = (id: string, file: string) =>
+      checkpointPaths(this.#paths, id, file).inactiveManifest;
     await this.#forEachCheckpoint(report, ids, async (id, out) => {
       const parent = result.parents.get(id)!;
       await this.#attempt(out, "checkpoint", id, async () => {
         const owner = fileOwner(parent);
         if ("error" in owner) throw new Error(`cannot store files for this pod: ${owner.error}`);
+        const file = names.names.get(id);
+        if (file === undefined) {
+          throw new Error(`no file name is free for its manifest (${blocked.get(id)}); left alone`);
+        }
         const last = this.#refreshedAt.get(id);
         const refreshDue = last === undefined || now - last >= millis(config.refreshIntervalMs);
         // The manifest is made from the parent alone: the same parent, and a file untouched
         // since it was last checked, mean nothing to do until the refresh falls due.
-        const manifest = checkpointPaths(this.#paths, id).inactiveManifest;
+        const manifest = manifestOf(id, file);
         const parentJson = JSON.stringify(parent);
         if (!refreshDue && this.#checkedManifests.unchanged(manifest, parentJson)) return;
         const sanitized = sanitizeCheckpoint(parent, {
@@ -405,7 +468,7 @@ export class Agent {
           configMapsDir: config.configmapsDir,
         });
         this.#warnOnce(id, sanitized.warnings);
-        const written = await writeInactiveManifest(this.#paths, sanitized.pod);
+        const written = await writeInactiveManifest(this.#paths, sanitized.pod, file);
         this.#checkedManifests.checked(manifest, parentJson);
         if (written === "written") this.#applied(out, { op: "checkpoint", id });
         if (!(refreshDue || written === "written") || !apiAvailable) return;
@@ -436,11 +499,14 @@ export class Agent {
         else this.#refreshedAt.delete(id);
       });
     });
-    for (const memory of [this.#refreshedAt, this.#warned]) {
+    for (const memory of [this.#refreshedAt, this.#warned, this.#saidNames]) {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
     this.#checkedManifests.retain(
-      new Set(ids.map((id) => checkpointPaths(this.#paths, id).inactiveManifest)),
+      new Set(ids.flatMap((id) => {
+        const file = names.names.get(id);
+        return file === undefined ? [] : [manifestOf(id, file)];
+      })),
     );
   }
 
@@ -481,13 +547,19 @@ export class Agent {
   }
 
   /** Stop, then start, then remove; every tracked checkpoint converges to its action. */
-  async #applyActions(result: PassResult, obs: Observation, report: PassReport) {
+  async #applyActions(
+    result: PassResult,
+    obs: Observation,
+    names: ManifestNames,
+    report: PassReport,
+  ) {
     const desired = desiredActions(result);
     const ids = (action: Action) => [...desired].filter(([, a]) => a === action).map(([id]) => id);
+    const active = obs.manifestFiles.active;
     // Nothing to delete for a stop whose active manifest was not there when this pass read the
     // directory: a steady pass then makes no call per inactive checkpoint.
     const stops = ids("stop").filter((id) =>
-      !parseValidId(id) || obs.activeManifestFiles.has(manifestFileName(id))
+      !parseValidId(id) || filesHolding(active, id).length > 0
     );
     await this.#forEachCheckpoint(report, stops, async (id, out) => {
       await this.#attempt(out, "stop", id, async () => {
@@ -498,12 +570,19 @@ export class Agent {
     });
     await this.#forEachCheckpoint(report, ids("start"), async (id, out) => {
       await this.#attempt(out, "start", id, async () => {
-        const outcome = await activateCheckpoint(this.#paths, id);
+        const file = names.names.get(id);
+        const outcome = file === undefined
+          ? "no-inactive-manifest"
+          : await activateCheckpoint(this.#paths, id, file);
         if (outcome === "written") this.#applied(out, { op: "start", id });
         if (outcome === "no-inactive-manifest") {
           throw new Error(
             "no inactive manifest to activate (it will be written when the parent is seen)",
           );
+        }
+        // A copy under its other name would be a second static pod of the same name.
+        if (filesHolding(active, id).some((f) => f !== file)) {
+          await deactivateCheckpoint(this.#paths, id, file);
         }
       });
     });

@@ -207,7 +207,7 @@ const checkpointsActivated: StoryStep = {
       return active === inactive && step.disk.get(files.active)?.mode === "0600";
     }));
     step.expect(
-      "each inactive manifest was copied into the static-pod dir, mode 0600",
+      "each inactive manifest was linked into the static-pod dir, mode 0600",
       copied.every(Boolean),
       copies.map((f, i) => `${f.active}: ${copied[i] ? "ok" : "missing or different"}`),
     );

@@ -3,7 +3,8 @@
  * directory, created exclusively with a leading dot (the kubelet ignores dot-files in its
  * static-pod directory), written with its final mode, fsynced, chowned when asked, renamed over
  * the target, then the directory fsynced. A crash at any instant leaves either the old file or
- * the new one, never a torn or empty one.
+ * the new one, never a torn or empty one. atomicLink puts an existing file under a second name
+ * the same way, without writing its content again.
  */
 import { basename, dirname, join } from "node:path";
 
@@ -57,7 +58,7 @@ function bytesOf(data: Uint8Array | string): Uint8Array {
   return typeof data === "string" ? new TextEncoder().encode(data) : data;
 }
 
-function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+export function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
@@ -88,11 +89,26 @@ export function totalBytesWritten(): number {
   return bytesWritten;
 }
 
+/**
+ * `promise`, with `path` added to the message of its error when the error does not name it:
+ * Deno names the path for calls that take one, not for calls on an open file (a write failing
+ * with "No space left on device (os error 28)"), and an operator must see which file failed.
+ * The error keeps its class and code.
+ */
+async function withPath<T>(op: string, path: string, promise: Promise<T>): Promise<T> {
+  try {
+    return await promise;
+  } catch (e) {
+    if (e instanceof Error && !e.message.includes(path)) e.message += `: ${op} '${path}'`;
+    throw e;
+  }
+}
+
 /** fsync a directory, so that a rename or unlink in it survives a power cut. */
 export async function syncDir(dir: string): Promise<void> {
   const handle = await Deno.open(dir, { read: true });
   try {
-    await handle.sync();
+    await withPath("fsync", dir, handle.sync());
   } finally {
     handle.close();
   }
@@ -108,27 +124,67 @@ export async function atomicWrite(
   if (await isCurrent(path, bytes, opts)) return "unchanged";
   const temp = tempPathFor(path);
   const file = await Deno.open(temp, { createNew: true, write: true, mode: opts.mode });
-  let renamed = false;
-  try {
+  await renameOver(temp, path, async () => {
     try {
       let written = 0;
-      while (written < bytes.length) written += await file.write(bytes.subarray(written));
+      while (written < bytes.length) {
+        written += await withPath("write", path, file.write(bytes.subarray(written)));
+      }
       bytesWritten += written;
       if (opts.uid !== undefined) await Deno.chown(temp, opts.uid, groupOf(opts)!);
       // After the chown, which clears set-id bits, and exactly: the create mode went through the
       // umask.
       await Deno.chmod(temp, opts.mode);
-      await file.sync();
+      await withPath("fsync", path, file.sync());
     } finally {
       file.close();
     }
+  });
+  return "written";
+}
+
+/**
+ * Finishes `temp` with `prepare`, renames it over `path` and fsyncs the directory; when anything
+ * fails before the rename, `temp` is removed, so no failure (a full disk) leaves one behind.
+ */
+async function renameOver(temp: string, path: string, prepare: () => Promise<void>) {
+  let renamed = false;
+  try {
+    await prepare();
     await Deno.rename(temp, path);
     renamed = true;
     await syncDir(dirname(path));
-    return "written";
   } finally {
     if (!renamed) await Deno.remove(temp).catch(() => {});
   }
+}
+
+/** Why a hard link cannot be made where a copy can: another file system, or none of links. */
+const NO_LINK_CODES = new Set(["EXDEV", "EPERM", "EOPNOTSUPP", "ENOTSUP", "EMLINK"]);
+
+/**
+ * Makes `target` name the file `source` names, atomically and durably: a temp hard link beside
+ * `target` (named as atomicWrite's temp files, so the sweep removes a leftover and the kubelet
+ * ignores it), renamed over `target`, then the directory fsynced. A link takes no data blocks,
+ * so this works on a completely full file system. Where no link can be made (`source` on
+ * another file system, or one without hard links) the content is copied by atomicWrite with
+ * `opts`, which needs the space.
+ */
+export async function atomicLink(
+  source: string,
+  target: string,
+  opts: WriteOptions,
+): Promise<"linked" | "copied"> {
+  const temp = tempPathFor(target);
+  try {
+    await Deno.link(source, temp);
+  } catch (e) {
+    if (!NO_LINK_CODES.has((e as { code?: string }).code ?? "")) throw e;
+    await atomicWrite(target, await Deno.readFile(source), opts);
+    return "copied";
+  }
+  await renameOver(temp, target, () => Promise.resolve());
+  return "linked";
 }
 
 /** Deletes a file durably; "absent" when there was nothing to delete. */

@@ -28,11 +28,21 @@ async function existsAsDir(path: string): Promise<boolean> {
   }
 }
 
+/**
+ * A new directory with exactly `mode`, made durable; when that fails midway (a full or failing
+ * disk) it is removed again, so that the next pass makes it whole rather than find one with the
+ * umask's mode, which ensureDir would keep.
+ */
 async function makeDir(path: string, mode: number): Promise<void> {
   await Deno.mkdir(path, { mode });
-  // mkdir's mode is filtered by the umask; the final mode is exact.
-  await Deno.chmod(path, mode);
-  await syncDir(dirname(path));
+  try {
+    // mkdir's mode is filtered by the umask; the final mode is exact.
+    await Deno.chmod(path, mode);
+    await syncDir(dirname(path));
+  } catch (e) {
+    await Deno.remove(path).catch(() => {});
+    throw e;
+  }
 }
 
 /**

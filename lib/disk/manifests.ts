@@ -1,15 +1,25 @@
 /**
  * Checkpoint manifests on disk: reading the kubelet's static-pod directory and the inactive
- * directory, and the writes of DESIGN §2.4 step 5. Only `<ns>-<name>.json` files named after a
- * valid id are ever written or deleted; every other file is read, maybe reported, never touched.
+ * directory, and the writes of a pass's apply step. A checkpoint's manifest has one of the two
+ * names of its id (lib/core/ids.ts; which one, lib/core/manifest_names.ts decides and the caller
+ * passes down); only such files are ever written (over nothing, the same checkpoint, or a file
+ * too damaged to parse) or deleted (only while they hold that checkpoint). Every other file is
+ * read, maybe reported, never touched.
  */
 import { basename, dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { manifestFileName, parseValidId } from "../core/ids.ts";
+import { type IdParts, manifestFileName, manifestFileNames, parseValidId } from "../core/ids.ts";
+import type { ManifestIndex } from "../core/manifest_names.ts";
 import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
 import { podFileDirs } from "../core/sanitize.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
-import { atomicWrite, removeDurably, type WriteOutcome } from "./atomic_write.ts";
+import {
+  atomicLink,
+  atomicWrite,
+  equalBytes,
+  removeDurably,
+  type WriteOutcome,
+} from "./atomic_write.ts";
 import { mapConcurrent } from "../store/map_concurrent.ts";
 import { ensureDir, removeIfEmpty, removeTree } from "./dirs.ts";
 import { ParsedFiles } from "./verified_files.ts";
@@ -25,7 +35,7 @@ export interface ManifestFile {
   /** Full path of the file the pod was read from. */
   file: string;
   pod: Pod;
-  /** Named `<ns>-<name>.json` after the pod's own valid id: a file this agent may write. */
+  /** Named by one of the two names of the pod's own valid id: a file this agent may write. */
   ours: boolean;
 }
 
@@ -105,7 +115,7 @@ async function parseManifestFile(
   const result = PodSchema.safeParse(doc);
   if (!result.success) return { file, problem: `not a pod: ${formatSchemaError(result.error)}` };
   const id = podId(result.data);
-  const ours = parseValidId(id) !== undefined && basename(file) === manifestFileName(id);
+  const ours = parseValidId(id) !== undefined && manifestFileNames(id).includes(basename(file));
   return { file, pod: result.data, ours };
 }
 
@@ -140,6 +150,16 @@ export async function readManifestDir(dir: string, cache?: ManifestCache): Promi
   return out;
 }
 
+/** What a directory holds, for the name rule: each file's name and the checkpoint it holds. */
+export function manifestIndex(dir: ManifestDir): ManifestIndex {
+  const index = new Map<string, string | undefined>();
+  for (const m of dir.manifests) {
+    index.set(basename(m.file), isCheckpoint(m.pod) ? podId(m.pod) : undefined);
+  }
+  for (const p of dir.problems) index.set(basename(p.file), undefined);
+  return index;
+}
+
 export interface CheckpointPaths {
   inactiveManifest: string;
   activeManifest: string;
@@ -148,11 +168,27 @@ export interface CheckpointPaths {
   configmapsDir: string;
 }
 
-/** Where one checkpoint's files are; throws on an id that is not safe to use as a file name. */
-export function checkpointPaths(paths: ManifestPaths, id: string): CheckpointPaths {
+/** The parts of `id`; throws on an id that is not safe to use in a file name. */
+function validId(id: string): IdParts {
   const parts = parseValidId(id);
   if (!parts) throw new Error(`not a valid checkpoint id: ${JSON.stringify(id)}`);
-  const file = manifestFileName(id);
+  return parts;
+}
+
+/**
+ * Where one checkpoint's files are; throws on an id that is not safe to use as a file name.
+ * `file` is its manifest's name as assignManifestNames gave it; bootkube's name by default, which
+ * is every checkpoint's name unless it clashed with another.
+ */
+export function checkpointPaths(
+  paths: ManifestPaths,
+  id: string,
+  file = manifestFileName(id),
+): CheckpointPaths {
+  const parts = validId(id);
+  if (!manifestFileNames(id).includes(file)) {
+    throw new Error(`${JSON.stringify(file)} is not a name of the manifest of ${id}`);
+  }
   const [secretsDir, configmapsDir] = podFileDirs(
     { secretsDir: paths.secretsDir, configMapsDir: paths.configmapsDir },
     parts.namespace,
@@ -191,77 +227,135 @@ async function assertOursOrAbsent(file: string, id: string): Promise<void> {
 }
 
 /**
- * Writes a manifest into `dir`, creating the directory only when the write finds it missing:
- * checking it before every write costs a file system call per checkpoint and pass.
+ * Runs a write into `dir`, creating the directory only when the write finds it missing: checking
+ * it before every write costs a file system call per checkpoint and pass.
  */
-async function writeManifest(
-  dir: string,
-  path: string,
-  data: string | Uint8Array,
-  id: string,
-): Promise<WriteOutcome> {
-  await assertOursOrAbsent(path, id);
+async function intoDir<T>(dir: string, write: () => Promise<T>): Promise<T> {
   try {
-    return await atomicWrite(path, data, { mode: MANIFEST_MODE });
+    return await write();
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
   await ensureDir(dir, DIR_MODE);
-  return await atomicWrite(path, data, { mode: MANIFEST_MODE });
+  return await write();
 }
 
-/** Stores a sanitized checkpoint as `<inactiveDir>/<ns>-<name>.json`. */
-export async function writeInactiveManifest(paths: ManifestPaths, pod: Pod): Promise<WriteOutcome> {
-  const { inactiveManifest } = checkpointPaths(paths, podId(pod));
-  return await writeManifest(paths.inactiveDir, inactiveManifest, renderManifest(pod), podId(pod));
+/** Stores a sanitized checkpoint in the inactive dir, as `file` (assignManifestNames). */
+export async function writeInactiveManifest(
+  paths: ManifestPaths,
+  pod: Pod,
+  file: string,
+): Promise<WriteOutcome> {
+  const id = podId(pod);
+  const { inactiveManifest } = checkpointPaths(paths, id, file);
+  await assertOursOrAbsent(inactiveManifest, id);
+  return await intoDir(
+    paths.inactiveDir,
+    () => atomicWrite(inactiveManifest, renderManifest(pod), { mode: MANIFEST_MODE }),
+  );
 }
 
-/** Hands a checkpoint to the kubelet: its inactive manifest, copied only when different. */
+async function lstatOrUndefined(path: string): Promise<Deno.FileInfo | undefined> {
+  try {
+    return await Deno.lstat(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    throw e;
+  }
+}
+
+/** Whether the active manifest already is the inactive one (`source`): one file, or equal. */
+async function isActive(active: string, inactive: string, source: Deno.FileInfo) {
+  const info = await lstatOrUndefined(active);
+  if (!info?.isFile) return false;
+  if (info.dev === source.dev && info.ino === source.ino) return true;
+  if (info.size !== source.size || info.mode === null) return false;
+  if ((info.mode & 0o7777) !== MANIFEST_MODE) return false;
+  const [a, b] = await Promise.all([Deno.readFile(active), Deno.readFile(inactive)]);
+  return equalBytes(a, b);
+}
+
+/**
+ * Hands a checkpoint to the kubelet under `file`, its inactive manifest's name, only when the
+ * active manifest is not that already: as a hard link to the inactive manifest, or as a copy
+ * when the two directories are on different file systems (atomicLink). A link needs no free
+ * space, so a checkpoint is activated on a full disk.
+ *
+ * What sharing one inode means: the inactive manifest is only ever replaced by a rename
+ * (atomicWrite), never written in place, so the active name keeps the content it was linked
+ * with until a pass links it again, as a copy would; neither name is ever chmodded or chowned in
+ * place, so both keep the 0600 root-owned file atomicWrite made; withdrawing unlinks the active
+ * name only. Linking and unlinking change the inode's ctime, so the inactive manifest is read
+ * again once by the caches that key on its stat (verified_files.ts).
+ */
 export async function activateCheckpoint(
   paths: ManifestPaths,
   id: string,
+  file: string,
 ): Promise<WriteOutcome | "no-inactive-manifest"> {
-  const { inactiveManifest, activeManifest } = checkpointPaths(paths, id);
-  let manifest: Uint8Array;
-  try {
-    manifest = await Deno.readFile(inactiveManifest);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return "no-inactive-manifest";
-    throw e;
-  }
-  return await writeManifest(paths.staticPodDir, activeManifest, manifest, id);
+  const { inactiveManifest, activeManifest } = checkpointPaths(paths, id, file);
+  const source = await lstatOrUndefined(inactiveManifest);
+  if (!source) return "no-inactive-manifest";
+  if (!source.isFile) throw new Error(`${inactiveManifest} is not a regular file`);
+  if (await isActive(activeManifest, inactiveManifest, source)) return "unchanged";
+  await assertOursOrAbsent(activeManifest, id);
+  await intoDir(
+    paths.staticPodDir,
+    () => atomicLink(inactiveManifest, activeManifest, { mode: MANIFEST_MODE }),
+  );
+  return "written";
 }
 
-/** Withdraws a checkpoint from the kubelet. */
+/** Whether `file` holds a checkpoint of `id`: a file of ours to delete. */
+async function holdsCheckpoint(file: string, id: string): Promise<boolean> {
+  const read = await readManifest(file);
+  return read !== undefined && !("problem" in read) && isCheckpoint(read.pod) &&
+    podId(read.pod) === id;
+}
+
+/** Deletes `id`'s manifests in `dir` under either of its names, but `keep`; returns the paths. */
+async function removeManifests(dir: string, id: string, keep?: string): Promise<string[]> {
+  validId(id);
+  const removed: string[] = [];
+  for (const name of manifestFileNames(id)) {
+    const file = join(dir, name);
+    if (name === keep || !await holdsCheckpoint(file, id)) continue;
+    if (await removeDurably(file) === "removed") removed.push(file);
+  }
+  return removed;
+}
+
+/**
+ * Withdraws a checkpoint from the kubelet: its active manifest under either name, but `keep`
+ * (an activation's own name, when a copy under the other name is left over). A file there that
+ * holds anything else is not ours and stays.
+ */
 export async function deactivateCheckpoint(
   paths: ManifestPaths,
   id: string,
+  keep?: string,
 ): Promise<"removed" | "absent"> {
-  const { activeManifest } = checkpointPaths(paths, id);
-  await assertOursOrAbsent(activeManifest, id);
-  return await removeDurably(activeManifest);
+  const removed = await removeManifests(paths.staticPodDir, id, keep);
+  return removed.length > 0 ? "removed" : "absent";
 }
 
 /**
  * Deletes everything of one checkpoint: its secrets and configmaps (and their namespace's
  * directory once no other pod's files are in it), its inactive manifest, then its active manifest
- * last (DESIGN §2.4 step 5). Until the last step a manifest is left for the next pass to find, so
- * a crash midway ends in a removal finished later, never in files nobody tracks. Returns the
- * paths that existed and are gone. Removals run after a pass has written every checkpoint, so no
- * write into a namespace directory races with its removal.
+ * last, each under either name and only while it holds this checkpoint.
+ * Until the last step a manifest is left for the next pass to find, so a crash midway ends in a
+ * removal finished later, never in files nobody tracks. Returns the paths that existed and are
+ * gone. Removals run after a pass has written every checkpoint, so no write into a namespace
+ * directory races with its removal.
  */
 export async function removeCheckpoint(paths: ManifestPaths, id: string): Promise<string[]> {
   const p = checkpointPaths(paths, id);
-  // Checked first, so that a refusal leaves the checkpoint whole rather than half removed.
-  await assertOursOrAbsent(p.inactiveManifest, id);
-  await assertOursOrAbsent(p.activeManifest, id);
   const removed: string[] = [];
   for (const dir of [p.secretsDir, p.configmapsDir]) {
     if (await removeTree(dir) === "removed") removed.push(dir);
     if (await removeIfEmpty(dirname(dir)) === "removed") removed.push(dirname(dir));
   }
-  for (const file of [p.inactiveManifest, p.activeManifest]) {
-    if (await removeDurably(file) === "removed") removed.push(file);
-  }
+  removed.push(...await removeManifests(paths.inactiveDir, id));
+  removed.push(...await removeManifests(paths.staticPodDir, id));
   return removed;
 }

@@ -3,12 +3,18 @@
  * static-pod dirs, and the stored secret, configmap and downward-API files their hostPath
  * volumes mount. Read-only, like every check.
  */
-import { join } from "node:path";
-import { parseValidId } from "../core/ids.ts";
+import { basename, join } from "node:path";
+import { manifestFileNames, parseValidId } from "../core/ids.ts";
 import { isCheckpoint, type Pod, podId } from "../core/pod.ts";
 import { apiEnvReferences, type FileOwner, fileOwner } from "../core/sanitize.ts";
-import { TEMP_MARKER } from "../disk/atomic_write.ts";
-import { checkpointPaths, type ManifestPaths, readManifestDir } from "../disk/manifests.ts";
+import { equalBytes, TEMP_MARKER } from "../disk/atomic_write.ts";
+import {
+  checkpointPaths,
+  type ManifestDir,
+  type ManifestFile,
+  type ManifestPaths,
+  readManifestDir,
+} from "../disk/manifests.ts";
 import { type Check, type Finding, modeFinding } from "./check.ts";
 import { pathExists } from "../disk/dirs.ts";
 
@@ -18,22 +24,54 @@ const DIR_MODE = 0o700;
 
 async function bytesEqual(a: string, b: string): Promise<boolean> {
   const [x, y] = await Promise.all([Deno.readFile(a), Deno.readFile(b)]);
-  return x.length === y.length && x.every((byte, i) => byte === y[i]);
+  return equalBytes(x, y);
 }
 
-/** Every inactive manifest is a checkpoint named after itself; every active one matches it. */
+/** Why a checkpoint's file name is none of its own, or undefined when it is one. */
+function misnamed(m: ManifestFile): string | undefined {
+  if (m.ours) return undefined;
+  const id = podId(m.pod);
+  if (!parseValidId(id)) return `not named after its pod ${id}`;
+  const [bootkube, unambiguous] = manifestFileNames(id);
+  return `named neither ${bootkube} nor ${unambiguous}, the names of its pod ${id}`;
+}
+
+/** The checkpoints of one directory by id, each id's files in name order. */
+function checkpointsById(dir: ManifestDir): Map<string, ManifestFile[]> {
+  const byId = new Map<string, ManifestFile[]>();
+  for (const m of dir.manifests) {
+    if (!isCheckpoint(m.pod)) continue;
+    const id = podId(m.pod);
+    byId.set(id, [...byId.get(id) ?? [], m]);
+  }
+  return byId;
+}
+
+/** A finding for every file of a directory that holds the same checkpoint as another. */
+function duplicates(byId: Map<string, ManifestFile[]>): Finding[] {
+  return [...byId].flatMap(([id, files]) =>
+    files.slice(1).map((m) => ({
+      file: m.file,
+      problem: `holds ${id}, as ${basename(files[0].file)} in the same directory does`,
+    }))
+  );
+}
+
+/**
+ * Every inactive manifest is a checkpoint under one of its own names (ids.ts), one file per
+ * checkpoint; every active one has its inactive manifest's name and content.
+ */
 export function manifestCheck(paths: ManifestPaths): Check {
   return {
     name: "checkpoint manifests",
     async run() {
       const findings: Finding[] = [];
       const inactive = await readManifestDir(paths.inactiveDir);
-      findings.push(...inactive.problems);
+      const inactiveById = checkpointsById(inactive);
+      findings.push(...inactive.problems, ...duplicates(inactiveById));
       for (const m of inactive.manifests) {
-        if (!isCheckpoint(m.pod)) findings.push({ file: m.file, problem: "not a checkpoint" });
-        else if (!m.ours) {
-          findings.push({ file: m.file, problem: `not named after its pod ${podId(m.pod)}` });
-        }
+        const problem = isCheckpoint(m.pod) ? misnamed(m) : "not a checkpoint";
+        if (problem) findings.push({ file: m.file, problem });
         for (const reference of apiEnvReferences(m.pod)) {
           findings.push({
             file: m.file,
@@ -46,18 +84,21 @@ export function manifestCheck(paths: ManifestPaths): Check {
       }
       // In the static-pod dir only our checkpoints are ours to judge.
       const active = await readManifestDir(paths.staticPodDir);
+      const activeById = checkpointsById(active);
+      findings.push(...duplicates(activeById));
       let checked = inactive.manifests.length + inactive.problems.length;
       for (const m of active.manifests) {
         if (!m.ours || !isCheckpoint(m.pod)) continue;
         checked++;
-        const source = checkpointPaths(paths, podId(m.pod)).inactiveManifest;
-        const same = await bytesEqual(m.file, source).catch(() => undefined);
-        if (same === undefined) {
+        const source = inactiveById.get(podId(m.pod))?.find((i) => i.ours)?.file;
+        if (source === undefined) {
           findings.push({
             file: m.file,
             problem: "active checkpoint without an inactive manifest",
           });
-        } else if (!same) {
+        } else if (basename(source) !== basename(m.file)) {
+          findings.push({ file: m.file, problem: `named otherwise than ${source}` });
+        } else if (!await bytesEqual(m.file, source).catch(() => false)) {
           findings.push({ file: m.file, problem: `differs from ${source}` });
         }
       }

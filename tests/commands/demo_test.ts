@@ -4,6 +4,7 @@
  * seen. The story is checked step by step from the JSON, not only from the demo's own verdict.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { manifestFileName } from "../../lib/core/ids.ts";
 import { isValidParent, podId } from "../../lib/core/pod.ts";
 import { parseInstant } from "../../lib/core/time.ts";
 import type { DemoResult } from "../../lib/demo/run.ts";
@@ -19,7 +20,7 @@ const NODE = "cp-1";
 const PARENTS = controlPlane(NODE).pods.filter(isValidParent).map(podId).sort();
 const COPIES = PARENTS.map((id) => `${id}-${NODE}`);
 const SCHEDULER = PARENTS.find((id) => id.includes("kube-scheduler"))!;
-const MANIFESTS = PARENTS.map((id) => `${id.replace("/", "-")}.json`);
+const MANIFESTS = PARENTS.map(manifestFileName);
 const STEPS = [
   "checkpoints-taken",
   "control-plane-lost",
@@ -144,7 +145,7 @@ Deno.test("the demo's JSON shows every step of the story, and nothing is left be
       ]);
       const waited = parseInstant(expiry.at)! - parseInstant(grace.at)!;
       assert(waited >= BigInt(result.node.gracePeriodSeconds) * 1_000_000_000n);
-      const manifest = `etc/kubernetes/inactive-manifests/${SCHEDULER.replace("/", "-")}.json`;
+      const manifest = `etc/kubernetes/inactive-manifests/${manifestFileName(SCHEDULER)}`;
       assert(expiry.disk.removed.includes(manifest));
       assert(expiry.disk.removed.some((p) => p.startsWith("etc/kubernetes/checkpoint-secrets/")));
       assertEquals(Object.keys(expiry.plan.state), PARENTS.filter((id) => id !== SCHEDULER));

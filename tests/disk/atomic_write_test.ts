@@ -3,6 +3,7 @@ import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:ass
 import { umask } from "node:process";
 import { basename, dirname, join } from "node:path";
 import {
+  atomicLink,
   atomicWrite,
   removeDurably,
   sweepTempFiles,
@@ -10,6 +11,7 @@ import {
   TEMP_MARKER,
   tempPathFor,
 } from "../../lib/disk/atomic_write.ts";
+import { TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir();
@@ -151,6 +153,64 @@ Deno.test("a failed rename leaves the target as it was and no temp file behind",
     await rejects(atomicWrite(path, "new", { mode: 0o600 }));
     assertEquals(await names(dir), ["target"]);
     assertEquals(await Deno.readTextFile(join(path, "inside")), "keep");
+  });
+});
+
+Deno.test(
+  "a full file system: the write fails naming the path, the old content stays, no temp file",
+  { ignore: TMPFS_UNAVAILABLE !== undefined },
+  async () => {
+    await withTmpfs(64 * 1024, async (fs) => {
+      const path = fs.path("manifest.json");
+      await atomicWrite(path, "old", { mode: 0o600 });
+      const ballast = await fs.fill();
+      const error = await atomicWrite(path, "new".repeat(4096), { mode: 0o600 }).then(
+        () => undefined,
+        (e: Error & { code?: string }) => e,
+      );
+      assertEquals(error?.code, "ENOSPC");
+      assertEquals(
+        error?.message,
+        `No space left on device (os error 28): write '${path}'`,
+      );
+      assertEquals(await names(fs.dir), [".ballast", "manifest.json"]);
+      assertEquals(await Deno.readTextFile(path), "old");
+      // A new file is not left empty either.
+      await rejects(atomicWrite(fs.path("new.json"), "x".repeat(8192), { mode: 0o600 }));
+      assertEquals(await names(fs.dir), [".ballast", "manifest.json"]);
+      // Space back: the same write goes through.
+      await Deno.remove(ballast);
+      assertEquals(await atomicWrite(path, "new".repeat(4096), { mode: 0o600 }), "written");
+    });
+  },
+);
+
+Deno.test(
+  "atomicLink: the same file under a second name, even on a full file system",
+  { ignore: TMPFS_UNAVAILABLE !== undefined },
+  async () => {
+    await withTmpfs(64 * 1024, async (fs) => {
+      const source = fs.path("inactive.json"), target = fs.path("active.json");
+      await atomicWrite(source, "checkpoint", { mode: 0o600 });
+      await atomicWrite(target, "older", { mode: 0o600 });
+      await fs.fill();
+      assertEquals(await fs.freeBytes(), 0);
+      assertEquals(await atomicLink(source, target, { mode: 0o600 }), "linked");
+      const [a, b] = [await Deno.stat(source), await Deno.stat(target)];
+      assertEquals([b.ino, b.nlink, await Deno.readTextFile(target)], [a.ino, 2, "checkpoint"]);
+      assertEquals(await names(fs.dir), [".ballast", "active.json", "inactive.json"]);
+    });
+  },
+);
+
+Deno.test("atomicLink: a failed rename leaves the target as it was and no temp link", async () => {
+  await withDir(async (dir) => {
+    const source = join(dir, "source"), target = join(dir, "target");
+    await Deno.writeTextFile(source, "x");
+    await Deno.mkdir(join(target, "inside"), { recursive: true });
+    await rejects(atomicLink(source, target, { mode: 0o600 }));
+    assertEquals(await names(dir), ["source", "target"]);
+    assertEquals((await Deno.stat(source)).nlink, 1);
   });
 });
 

@@ -1,10 +1,13 @@
 /** Manifest directories on disk: what is read, what is written, and what is never touched. */
 import { deepStrictEqual as assertEquals, ok as assert, rejects, throws } from "node:assert/strict";
+import { basename } from "node:path";
+import { manifestFileName, unambiguousManifestFileName } from "../../lib/core/ids.ts";
 import { podId } from "../../lib/core/pod.ts";
 import {
   activateCheckpoint,
   checkpointPaths,
   deactivateCheckpoint,
+  ForeignManifestError,
   type ManifestPaths,
   readManifestDir,
   removeCheckpoint,
@@ -13,6 +16,8 @@ import {
 } from "../../lib/disk/manifests.ts";
 import { checkpoint, pod } from "../helpers/pods.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { type Tmpfs, TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
+import { tree } from "../helpers/tree.ts";
 
 /** A static pod as kubeadm writes it: YAML over many lines, no checkpoint annotation. */
 const KUBEADM_ETCD = `apiVersion: v1
@@ -67,6 +72,21 @@ async function mode(path: string): Promise<number> {
   return ((await Deno.stat(path)).mode ?? 0) & 0o7777;
 }
 
+/** `fn` with one of the manifest paths on a tmpfs of its own, the others on the temp dir's. */
+function withOneOnTmpfs(
+  key: keyof ManifestPaths,
+  fn: (paths: ManifestPaths, fs: Tmpfs) => Promise<void>,
+): Promise<void> {
+  return withTempDir((dir) =>
+    withTmpfs(1 << 20, (fs) => fn({ ...pathsIn(dir), [key]: fs.path(basename(key)) }, fs))
+  );
+}
+
+async function inode(path: string): Promise<string> {
+  const info = await Deno.stat(path);
+  return `${info.dev}:${info.ino}`;
+}
+
 Deno.test("reads every non-dot file as the kubelet does: JSON, YAML, foreign, garbage", async () => {
   await withTempDir(async (dir) => {
     const ours = checkpoint("kube-system/kube-apiserver");
@@ -76,6 +96,11 @@ Deno.test("reads every non-dot file as the kubelet does: JSON, YAML, foreign, ga
     await Deno.writeTextFile(`${dir}/kube-system-other.json`, JSON.stringify(pod("kube-system/x")));
     // No extension, JSON inside: the kubelet loads it, so do we.
     await Deno.writeTextFile(`${dir}/scheduler`, JSON.stringify(checkpoint("kube-system/sched")));
+    // The unambiguous name is a name of ours too.
+    await Deno.writeTextFile(
+      `${dir}/kube-system_sched2.json`,
+      renderManifest(checkpoint("kube-system/sched2")),
+    );
     await Deno.symlink(`${dir}/etcd.yaml`, `${dir}/etcd-link.yaml`);
     // Ignored: dot-files (our temp files among them) and directories.
     await Deno.writeTextFile(`${dir}/.hidden.json`, JSON.stringify(pod("a/hidden")));
@@ -99,6 +124,7 @@ Deno.test("reads every non-dot file as the kubelet does: JSON, YAML, foreign, ga
         ["etcd.yaml", "kube-system/etcd", false],
         ["kube-system-kube-apiserver.json", "kube-system/kube-apiserver", true],
         ["kube-system-other.json", "kube-system/x", false],
+        ["kube-system_sched2.json", "kube-system/sched2", true],
         ["scheduler", "kube-system/sched", false],
       ],
     );
@@ -136,35 +162,41 @@ Deno.test("write, activate, deactivate: outcomes, modes, and only-if-different",
   await withTempDir(async (dir) => {
     const paths = pathsIn(dir);
     const id = "kube-system/kube-apiserver";
-    const p = checkpointPaths(paths, id);
+    const file = manifestFileName(id);
+    const p = checkpointPaths(paths, id, file);
     assertEquals(p, {
       inactiveManifest: `${dir}/inactive/kube-system-kube-apiserver.json`,
       activeManifest: `${dir}/manifests/kube-system-kube-apiserver.json`,
       secretsDir: `${dir}/secrets/kube-system/kube-apiserver`,
       configmapsDir: `${dir}/configmaps/kube-system/kube-apiserver`,
     });
-    assertEquals(await activateCheckpoint(paths, id), "no-inactive-manifest");
+    assertEquals(await activateCheckpoint(paths, id, file), "no-inactive-manifest");
 
     const manifest = checkpoint(id);
-    assertEquals(await writeInactiveManifest(paths, manifest), "written");
+    assertEquals(await writeInactiveManifest(paths, manifest, file), "written");
     assertEquals(
       await Deno.readTextFile(p.inactiveManifest),
       `${JSON.stringify(manifest, null, 2)}\n`,
     );
     assertEquals(await mode(p.inactiveManifest), 0o600);
     assertEquals(await mode(paths.inactiveDir), 0o700);
-    assertEquals(await writeInactiveManifest(paths, manifest), "unchanged");
+    assertEquals(await writeInactiveManifest(paths, manifest, file), "unchanged");
 
-    assertEquals(await activateCheckpoint(paths, id), "written");
+    assertEquals(await activateCheckpoint(paths, id, file), "written");
     assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(manifest));
     assertEquals(await mode(p.activeManifest), 0o600);
-    assertEquals(await activateCheckpoint(paths, id), "unchanged");
+    // One file system: the active manifest is the inactive one, linked.
+    assertEquals(await inode(p.activeManifest), await inode(p.inactiveManifest));
+    assertEquals(await activateCheckpoint(paths, id, file), "unchanged");
 
-    // A changed parent: the inactive manifest changes, the active one follows on activation.
+    // A changed parent: the inactive manifest is replaced, the active one keeps what it was
+    // linked with, and follows on activation.
     const changed = { ...manifest, spec: { containers: [{ name: "main", image: "new" }] } };
-    assertEquals(await writeInactiveManifest(paths, changed), "written");
-    assertEquals(await activateCheckpoint(paths, id), "written");
+    assertEquals(await writeInactiveManifest(paths, changed, file), "written");
+    assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(manifest));
+    assertEquals(await activateCheckpoint(paths, id, file), "written");
     assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(changed));
+    assertEquals(await inode(p.activeManifest), await inode(p.inactiveManifest));
 
     assertEquals(await deactivateCheckpoint(paths, id), "removed");
     assertEquals(await deactivateCheckpoint(paths, id), "absent");
@@ -174,29 +206,151 @@ Deno.test("write, activate, deactivate: outcomes, modes, and only-if-different",
   });
 });
 
+Deno.test("activation leaves an equal copy alone and replaces one that differs in mode", async () => {
+  await withTempDir(async (dir) => {
+    const paths = pathsIn(dir);
+    const id = "a/b", file = manifestFileName(id);
+    const p = checkpointPaths(paths, id, file);
+    await writeInactiveManifest(paths, checkpoint(id), file);
+    await Deno.mkdir(paths.staticPodDir);
+    await Deno.copyFile(p.inactiveManifest, p.activeManifest);
+    await Deno.chmod(p.activeManifest, 0o600);
+    const copy = await inode(p.activeManifest);
+    assertEquals(await activateCheckpoint(paths, id, file), "unchanged");
+    assertEquals(await inode(p.activeManifest), copy);
+    await Deno.chmod(p.activeManifest, 0o644);
+    assertEquals(await activateCheckpoint(paths, id, file), "written");
+    assertEquals(await inode(p.activeManifest), await inode(p.inactiveManifest));
+    assertEquals(await mode(p.activeManifest), 0o600);
+  });
+});
+
+Deno.test("activation that fails between link and rename leaves no temp link", async () => {
+  await withTempDir(async (dir) => {
+    const paths = pathsIn(dir);
+    const id = "a/b", file = manifestFileName(id);
+    const p = checkpointPaths(paths, id, file);
+    await writeInactiveManifest(paths, checkpoint(id), file);
+    // Something made the active path a non-empty directory: the rename over it fails.
+    await Deno.mkdir(`${p.activeManifest}/x`, { recursive: true });
+    await rejects(activateCheckpoint(paths, id, file));
+    assertEquals(
+      [...(await snapshotFiles(dir)).keys()].filter((f) => f.includes(".ckpt-tmp-")),
+      [],
+    );
+    assertEquals(Object.keys(await tree(paths.staticPodDir)), [file, `${file}/x`]);
+  });
+});
+
+Deno.test(
+  "across file systems activation copies",
+  { ignore: TMPFS_UNAVAILABLE !== undefined },
+  async () => {
+    await withOneOnTmpfs("staticPodDir", async (paths) => {
+      const id = "a/b", file = manifestFileName(id);
+      const p = checkpointPaths(paths, id, file);
+      await writeInactiveManifest(paths, checkpoint(id), file);
+      assertEquals(await activateCheckpoint(paths, id, file), "written");
+      assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(checkpoint(id)));
+      assertEquals(await mode(p.activeManifest), 0o600);
+      assert(
+        (await Deno.stat(p.activeManifest)).dev !== (await Deno.stat(p.inactiveManifest)).dev,
+      );
+      assertEquals(await activateCheckpoint(paths, id, file), "unchanged");
+      assertEquals(Object.keys(await tree(paths.staticPodDir)), [file]);
+    });
+  },
+);
+
 Deno.test("an existing static-pod directory keeps its mode", async () => {
   await withTempDir(async (dir) => {
     const paths = pathsIn(dir);
     await Deno.mkdir(paths.staticPodDir, { mode: 0o755 });
     await Deno.chmod(paths.staticPodDir, 0o755);
-    await writeInactiveManifest(paths, checkpoint("a/b"));
-    assertEquals(await activateCheckpoint(paths, "a/b"), "written");
+    await writeInactiveManifest(paths, checkpoint("a/b"), "a-b.json");
+    assertEquals(await activateCheckpoint(paths, "a/b", "a-b.json"), "written");
     assertEquals(await mode(paths.staticPodDir), 0o755);
+  });
+});
+
+Deno.test("a checkpoint under its unambiguous name: written, activated, withdrawn, removed", async () => {
+  await withTempDir(async (dir) => {
+    const paths = pathsIn(dir);
+    const id = "kube-system/x", other = "kube/system-x";
+    const file = unambiguousManifestFileName(id);
+    assertEquals(file, "kube-system_x.json");
+    // The other id holds bootkube's name in both directories: never touched.
+    await writeInactiveManifest(paths, checkpoint(other), manifestFileName(other));
+    await activateCheckpoint(paths, other, manifestFileName(other));
+    const p = checkpointPaths(paths, id, file);
+    assertEquals([p.inactiveManifest, p.activeManifest], [
+      `${dir}/inactive/kube-system_x.json`,
+      `${dir}/manifests/kube-system_x.json`,
+    ]);
+    assertEquals(await writeInactiveManifest(paths, checkpoint(id), file), "written");
+    assertEquals(await activateCheckpoint(paths, id, file), "written");
+    const theirs = await snapshotFiles(dir);
+    for (const f of [p.inactiveManifest, p.activeManifest]) theirs.delete(f);
+    assertEquals(await deactivateCheckpoint(paths, id), "removed");
+    assertEquals(await removeCheckpoint(paths, id), [p.inactiveManifest]);
+    assertEquals(await snapshotFiles(dir), theirs);
+    assertEquals(
+      [...theirs.keys()],
+      [`${dir}/inactive/kube-system-x.json`, `${dir}/manifests/kube-system-x.json`],
+    );
+    assertEquals(JSON.parse(theirs.get(`${dir}/manifests/kube-system-x.json`)!), checkpoint(other));
+  });
+});
+
+Deno.test("withdrawal deletes the checkpoint under either name, but what it is told to keep", async () => {
+  await withTempDir(async (dir) => {
+    const paths = pathsIn(dir);
+    const id = "kube-system/x";
+    await Deno.mkdir(paths.staticPodDir);
+    for (const name of ["kube-system-x.json", "kube-system_x.json"]) {
+      await Deno.writeTextFile(`${paths.staticPodDir}/${name}`, renderManifest(checkpoint(id)));
+    }
+    assertEquals(await deactivateCheckpoint(paths, id, "kube-system_x.json"), "removed");
+    assertEquals(Object.keys(await tree(paths.staticPodDir)), ["kube-system_x.json"]);
+    assertEquals(await deactivateCheckpoint(paths, id), "removed");
+    // Files at its names that hold anything else are not its own: they stay.
+    await Deno.writeTextFile(`${paths.staticPodDir}/kube-system-x.json`, KUBEADM_ETCD);
+    await Deno.writeTextFile(`${paths.staticPodDir}/kube-system_x.json`, "not a pod {");
+    const before = await snapshotFiles(dir);
+    assertEquals(await deactivateCheckpoint(paths, id), "absent");
+    assertEquals(await removeCheckpoint(paths, id), []);
+    assertEquals(await snapshotFiles(dir), before);
+  });
+});
+
+Deno.test("writes refuse a file at their name that holds anything else", async () => {
+  await withTempDir(async (dir) => {
+    const paths = pathsIn(dir);
+    const id = "a/b", file = manifestFileName(id);
+    await Deno.mkdir(paths.inactiveDir);
+    await Deno.writeTextFile(`${paths.inactiveDir}/${file}`, JSON.stringify(checkpoint("a/c")));
+    await rejects(writeInactiveManifest(paths, checkpoint(id), file), ForeignManifestError);
+    await Deno.writeTextFile(`${paths.inactiveDir}/a_b.json`, renderManifest(checkpoint(id)));
+    await Deno.mkdir(paths.staticPodDir);
+    await Deno.writeTextFile(`${paths.staticPodDir}/a_b.json`, KUBEADM_ETCD);
+    await rejects(activateCheckpoint(paths, id, "a_b.json"), ForeignManifestError);
+    assertEquals(await Deno.readTextFile(`${paths.staticPodDir}/a_b.json`), KUBEADM_ETCD);
   });
 });
 
 Deno.test("remove deletes the pod's files, then the inactive manifest, the active one last", async () => {
   await withTempDir(async (dir) => {
     const paths = pathsIn(dir);
-    const id = "kube-system/kube-apiserver";
-    const p = checkpointPaths(paths, id);
-    await writeInactiveManifest(paths, checkpoint(id));
-    await activateCheckpoint(paths, id);
+    const id = "kube-system/kube-apiserver", file = manifestFileName(id);
+    const p = checkpointPaths(paths, id, file);
+    await writeInactiveManifest(paths, checkpoint(id), file);
+    await activateCheckpoint(paths, id, file);
     await Deno.mkdir(`${p.secretsDir}/tls`, { recursive: true });
     await Deno.writeTextFile(`${p.secretsDir}/tls/tls.key`, "key");
     await Deno.mkdir(p.configmapsDir, { recursive: true });
     // Neighbours that must survive: another pod's files, foreign manifests.
-    await writeInactiveManifest(paths, checkpoint("kube-system/kube-apiserver-2"));
+    const neighbour = "kube-system/kube-apiserver-2";
+    await writeInactiveManifest(paths, checkpoint(neighbour), manifestFileName(neighbour));
     await Deno.mkdir(`${paths.secretsDir}/kube-system/kube-apiserver-2`);
     await Deno.writeTextFile(`${paths.staticPodDir}/kube-apiserver.yaml`, KUBEADM_ETCD);
     await Deno.writeTextFile(`${paths.staticPodDir}/kube-system-kube-apiserver.yaml`, "x");
@@ -222,35 +376,41 @@ Deno.test("remove deletes the pod's files, then the inactive manifest, the activ
   });
 });
 
-Deno.test("a failed step of a removal leaves the active manifest in place", async () => {
-  await withTempDir(async (dir) => {
-    const paths = pathsIn(dir);
-    const id = "a/b";
-    const p = checkpointPaths(paths, id);
-    await writeInactiveManifest(paths, checkpoint(id));
-    await activateCheckpoint(paths, id);
-    // The inactive manifest cannot be deleted: something made it a non-empty directory.
-    await Deno.remove(p.inactiveManifest);
-    await Deno.mkdir(`${p.inactiveManifest}/x`, { recursive: true });
-    await rejects(removeCheckpoint(paths, id));
-    assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(checkpoint(id)));
-  });
-});
+Deno.test(
+  "a failed step of a removal leaves the active manifest in place",
+  { ignore: TMPFS_UNAVAILABLE !== undefined },
+  async () => {
+    await withOneOnTmpfs("inactiveDir", async (paths, fs) => {
+      const id = "a/b", file = manifestFileName(id);
+      const p = checkpointPaths(paths, id, file);
+      await writeInactiveManifest(paths, checkpoint(id), file);
+      await activateCheckpoint(paths, id, file);
+      // The inactive manifest cannot be deleted: its file system turned read-only.
+      await fs.readOnly(true);
+      await rejects(removeCheckpoint(paths, id), /Read-only file system/);
+      assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(checkpoint(id)));
+    });
+  },
+);
 
 Deno.test("ids that are not safe file names are refused before any path is built", () => {
   const paths = pathsIn("/nonexistent");
   for (const id of ["a/b/c", "../x", "a/..", "Kube/x", "a/", "/b", "a/b c"]) {
     throws(() => checkpointPaths(paths, id), /not a valid checkpoint id/, id);
   }
+  // Only the id's own two names.
+  throws(() => checkpointPaths(paths, "a/b", "a-c.json"), /not a name of the manifest of a\/b/);
+  throws(() => checkpointPaths(paths, "a/b", "../a-b.json"), /not a name of the manifest/);
 });
 
 Deno.test("writes refuse a pod with an unsafe id", async () => {
   await withTempDir(async (dir) => {
     await rejects(
-      writeInactiveManifest(pathsIn(dir), pod("a/../../etc")),
+      writeInactiveManifest(pathsIn(dir), pod("a/../../etc"), "a-../../etc.json"),
       /not a valid checkpoint id/,
     );
     await rejects(removeCheckpoint(pathsIn(dir), "a/.."), /not a valid checkpoint id/);
+    await rejects(deactivateCheckpoint(pathsIn(dir), "a/.."), /not a valid checkpoint id/);
     assertEquals([...await snapshotFiles(dir)], []);
   });
 });

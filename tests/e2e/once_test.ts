@@ -6,6 +6,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import type { PassReport } from "../../lib/agent.ts";
+import { manifestFileName, unambiguousManifestFileName } from "../../lib/core/ids.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { tree } from "../helpers/tree.ts";
@@ -26,9 +27,7 @@ async function once(node: SimNode, ...flags: string[]) {
   return { code: r.code, report: JSON.parse(r.stdout) as PassReport, stderr: r.stderr };
 }
 
-function manifestName(id: string) {
-  return `${id.replace("/", "-")}.json`;
-}
+const manifestName = manifestFileName;
 
 async function staticPodDir(node: SimNode): Promise<string[]> {
   return Object.keys(await tree(node.config().staticPodDir)).sort();
@@ -190,25 +189,53 @@ Deno.test("(h) foreign manifests and dot-files in the static-pod dir are never t
     const dir = node.config().staticPodDir;
     await Deno.writeTextFile(join(dir, ".kube-proxy.json.swp"), "editor swap file");
     await Deno.writeTextFile(join(dir, "README"), "not a manifest at all {");
-    // A manifest named like ours but of a pod that is not a checkpoint.
+    // A manifest named like the apiserver's checkpoint, but of a pod that is not a checkpoint.
     await Deno.writeTextFile(
       join(dir, manifestName(APISERVER)),
       JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "x", namespace: "y" } }),
     );
     const before = await tree(dir, { stamps: true });
     const first = await once(node);
-    // Withdrawing the apiserver's copy would delete that file: refused, and said.
-    assertEquals(first.code, 1);
-    assertEquals(first.report.errors.map((e) => [e.op, e.id]), [["stop", APISERVER]]);
-    assert(first.report.errors[0].message.includes("not a checkpoint"));
+    // The name is held: the apiserver's checkpoint gets a name of its own, and says so once.
+    assertEquals(first.code, 0, first.stderr);
+    const apiserverFile = unambiguousManifestFileName(APISERVER);
+    assertEquals(
+      Object.keys(await tree(node.config().inactiveDir)).sort(),
+      [apiserverFile, manifestName(CONTROLLER), manifestName(SCHEDULER)].sort(),
+    );
+    const said = first.stderr.split("\n").filter((l) => l.includes("manifest file name taken"));
+    assertEquals(said.length, 1);
+    assertEquals(JSON.parse(said[0]).file, apiserverFile);
+
     await node.loseControlPlane();
-    // The inactive copy of the apiserver cannot be activated over a foreign file of that name:
-    // the others are, and every foreign file stays as it was.
-    await once(node);
+    const down = await once(node);
+    assertEquals(down.report.errors, []);
+    assertEquals(down.report.plan.starts, PARENTS);
+    assertEquals(
+      (await staticPodDir(node)).filter((f) => f.includes("kube-system")),
+      [apiserverFile, manifestName(APISERVER), manifestName(CONTROLLER), manifestName(SCHEDULER)]
+        .sort(),
+    );
+    await node.restoreControlPlane();
+    assertEquals((await once(node)).report.errors, []);
+
+    // A foreign file that appears later, at the name a checkpoint already has: the checkpoint
+    // keeps its name, and its activation is refused rather than overwrite the file.
+    const foreign = join(dir, manifestName(CONTROLLER));
+    await Deno.writeTextFile(
+      foreign,
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: c, namespace: d}\n",
+    );
+    const later = await tree(dir, { stamps: true });
+    await node.loseControlPlane();
+    const refused = await once(node);
+    assertEquals(refused.report.errors.map((e) => [e.op, e.id]), [["start", CONTROLLER]]);
+    assert(refused.report.errors[0].message.includes("not a checkpoint of"));
     await node.restoreControlPlane();
     await once(node);
     const after = await tree(dir, { stamps: true });
     for (const name of Object.keys(before)) assertEquals(after[name], before[name], name);
+    assertEquals(after[manifestName(CONTROLLER)], later[manifestName(CONTROLLER)]);
   });
 });
 

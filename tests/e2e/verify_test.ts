@@ -11,6 +11,15 @@ import { tree } from "../helpers/tree.ts";
 const API = "kube-system-kube-apiserver-7x2kq.json";
 const API_FILES = "kube-system/kube-apiserver-7x2kq";
 
+/**
+ * Replaces a file, as an editor that writes a new file does: an active manifest is a hard link to
+ * the inactive one, and writing one in place would change both.
+ */
+async function replace(path: string, text: string) {
+  await Deno.remove(path);
+  await Deno.writeTextFile(path, text);
+}
+
 Deno.test("verify: sound after real passes; each kind of damage named; nothing changed", async () => {
   const node = await SimNode.start();
   try {
@@ -31,7 +40,7 @@ Deno.test("verify: sound after real passes; each kind of damage named; nothing c
     await Deno.chmod(secret, 0o644);
     await Deno.chown(join(c.secretsDir, API_FILES, "kube-apiserver", "ca.crt"), 0, 0);
     await Deno.remove(join(c.configmapsDir, API_FILES, "_volumes/config"), { recursive: true });
-    await Deno.writeTextFile(join(c.staticPodDir, API), "{}");
+    await replace(join(c.staticPodDir, API), "{}");
     await Deno.writeTextFile(join(c.inactiveDir, "garbage.json"), "{ not json");
     await Deno.mkdir(join(c.secretsDir, "kube-system", "left-behind"), { recursive: true });
     const temp = join(c.secretsDir, API_FILES, "kube-apiserver", ".ca.crt.ckpt-tmp-1");
@@ -77,7 +86,7 @@ Deno.test("verify: sound after real passes; each kind of damage named; nothing c
     const active = join(c.staticPodDir, "kube-system-kube-scheduler-q8w2c.json");
     const pod = JSON.parse(await Deno.readTextFile(active));
     pod.spec.hostNetwork = true;
-    await Deno.writeTextFile(active, JSON.stringify(pod));
+    await replace(active, JSON.stringify(pod));
     const differs = await verify();
     const found = differs.report.findings.find((f: { file: string }) => f.file === active);
     assertEquals(found?.problem.startsWith("differs from "), true);
