@@ -248,7 +248,7 @@ export class SimNode {
       name: pod.metadata.name,
       uid: pod.metadata.uid ?? `uid-${index}`,
       ready: true,
-      containers: [{ name: "main", running: true }],
+      containers: [{ name: "main", state: "running" }],
       ...ownNetwork(index, pod),
     })));
   }
