@@ -19,6 +19,7 @@ export interface HostPort {
   /** "" binds every address. */
   hostIP: string;
   hostPort: number;
+  containerPort: number;
 }
 
 /**
@@ -37,7 +38,8 @@ export function declaredHostPorts(
     const defaulted = hostNetwork && list !== "ephemeralContainers";
     for (const container of asArray(spec[list])) {
       for (const port of asArray(container.ports)) {
-        const hostPort = positive(port.hostPort) ?? (defaulted ? positive(port.containerPort) : 0);
+        const containerPort = positive(port.containerPort) ?? 0;
+        const hostPort = positive(port.hostPort) ?? (defaulted ? containerPort : 0);
         if (!hostPort) continue;
         ports.push({
           list,
@@ -45,6 +47,7 @@ export function declaredHostPorts(
           protocol: typeof port.protocol === "string" ? port.protocol : "",
           hostIP: typeof port.hostIP === "string" ? port.hostIP : "",
           hostPort,
+          containerPort,
         });
       }
     }

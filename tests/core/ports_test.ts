@@ -26,6 +26,7 @@ Deno.test("declared host ports: hostPort anywhere; every port of a hostNetwork p
         protocol: "TCP",
         hostIP: "10.0.0.11",
         hostPort: 10259,
+        containerPort: 8443,
       }],
     ],
     [
@@ -36,9 +37,30 @@ Deno.test("declared host ports: hostPort anywhere; every port of a hostNetwork p
         containers: [{ name: "a", ports: [https, { containerPort: 8080, hostPort: 18080 }] }],
       },
       [
-        { list: "initContainers", container: "i", protocol: "UDP", hostIP: "", hostPort: 9000 },
-        { list: "containers", container: "a", protocol: "", hostIP: "", hostPort: 6443 },
-        { list: "containers", container: "a", protocol: "", hostIP: "", hostPort: 18080 },
+        {
+          list: "initContainers",
+          container: "i",
+          protocol: "UDP",
+          hostIP: "",
+          hostPort: 9000,
+          containerPort: 9000,
+        },
+        {
+          list: "containers",
+          container: "a",
+          protocol: "",
+          hostIP: "",
+          hostPort: 6443,
+          containerPort: 6443,
+        },
+        {
+          list: "containers",
+          container: "a",
+          protocol: "",
+          hostIP: "",
+          hostPort: 18080,
+          containerPort: 8080,
+        },
       ],
     ],
     [
@@ -56,6 +78,7 @@ Deno.test("declared host ports: hostPort anywhere; every port of a hostNetwork p
         protocol: "",
         hostIP: "",
         hostPort: 7001,
+        containerPort: 7001,
       }],
     ],
     [
