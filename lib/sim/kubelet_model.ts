@@ -181,6 +181,9 @@ export class KubeletModel {
     if (sources.api) {
       this.#apiPods = sources.api;
       this.#servicesReadAt ??= now + millis(this.#timings.servicesReadAfterMs);
+    } else if (this.#servicesReadAt !== undefined && this.#servicesReadAt > now) {
+      // The list of services broke off with the API server: it starts again when it is back.
+      this.#servicesReadAt = undefined;
     }
     const listed = [
       ...sources.files.map((pod) => ({ pod, source: "file" as const })),
@@ -388,6 +391,13 @@ export class KubeletModel {
     extra: { container?: string; detail?: string } = {},
   ) {
     this.events.push({ at, pod: podId(pod), event, ...extra });
+  }
+
+  /** Whether a pod that `matches` has a running container. */
+  runs(matches: (pod: Pod) => boolean): boolean {
+    return this.#sandboxes.some((sandbox) =>
+      matches(sandbox.pod) && sandbox.containers.some((c) => c.state === "running")
+    );
   }
 
   /** The runtime's view: every sandbox with its containers. */

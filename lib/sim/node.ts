@@ -40,6 +40,11 @@ export interface SimNodeOptions {
   kubeletReadonlyPort?: boolean;
   /** The kubelet's delays; default KUBELET_TIMINGS (no wait for services). */
   kubelet?: Partial<KubeletTimings>;
+  /**
+   * A self-hosted control plane: the API server answers only while a pod with these labels (the
+   * API server's parent, or its copy) runs. Unset, it answers whenever the control plane is up.
+   */
+  apiServerLabels?: Record<string, string>;
 }
 
 function uidOf(pod: Pod): string {
@@ -84,6 +89,9 @@ export class SimNode {
   /** The status of each parent as the kubelet last reported it to the API server. */
   readonly #reported = new Map<string, Json>();
   #api: "up" | ApiOutage = "up";
+  readonly #apiServerLabels: Record<string, string> | undefined;
+  /** Until the node has started, its control plane runs, however it is hosted. */
+  #settled = false;
 
   private constructor(init: {
     root: string;
@@ -95,6 +103,7 @@ export class SimNode {
     kubeconfig: string;
     kubeletCaFile: string;
     model: KubeletModel;
+    apiServerLabels?: Record<string, string>;
   }) {
     this.root = init.root;
     this.nodeName = init.nodeName;
@@ -105,6 +114,7 @@ export class SimNode {
     this.kubeconfig = init.kubeconfig;
     this.kubeletCaFile = init.kubeletCaFile;
     this.#model = init.model;
+    this.#apiServerLabels = init.apiServerLabels;
   }
 
   static async start(options: SimNodeOptions = {}): Promise<SimNode> {
@@ -147,12 +157,14 @@ export class SimNode {
         kubeconfig,
         kubeletCaFile,
         model: new KubeletModel(timings, programPorts(cluster)),
+        apiServerLabels: options.apiServerLabels,
       });
       await node.#install(cluster);
       // The node has been up a while: every pod runs, whatever the kubelet first waited for.
       await node.advance(
         Math.ceil(timings.servicesReadAfterMs / timings.syncRetryMs) * timings.syncRetryMs,
       );
+      node.#settled = true;
       return node;
     } catch (e) {
       await Deno.remove(root, { recursive: true }).catch(() => {});
@@ -232,7 +244,6 @@ export class SimNode {
 
   /** The API server answers again: the kubelet lists the pods bound to the node and runs them. */
   async restoreControlPlane() {
-    await this.apiServer.resumeListening();
     this.apiServer.setFault("none");
     this.kubelet.secure.setFault("none");
     this.#api = "up";
@@ -271,11 +282,15 @@ export class SimNode {
    */
   async sync() {
     const manifests = (await readManifestDir(this.config().staticPodDir)).pods;
-    const api = this.#api === "up" ? this.parents : undefined;
+    const api = this.#apiServing() ? this.parents : undefined;
     this.#model.sync(this.clock.now(), {
       api,
       files: manifests.map((m) => staticPodAsKubeletShowsIt(m, this.nodeName)),
     });
+    if (this.#api === "up") {
+      if (this.#apiServing()) await this.apiServer.resumeListening();
+      else await this.apiServer.stopListening();
+    }
     const known = this.#model.apiPods();
     if (api) {
       for (const pod of known) if (pod.status) this.#reported.set(uidOf(pod), pod.status);
@@ -284,6 +299,15 @@ export class SimNode {
     this.kubelet.setPods(known);
     this.apiServer.setPods(this.parents);
     this.#runtime?.setPods(this.#model.runtimePods());
+  }
+
+  #apiServing(): boolean {
+    const labels = this.#apiServerLabels;
+    if (this.#api !== "up") return false;
+    if (!labels || !this.#settled) return true;
+    return this.#model.runs((pod) =>
+      Object.entries(labels).every(([key, value]) => pod.metadata.labels?.[key] === value)
+    );
   }
 
   async close() {
