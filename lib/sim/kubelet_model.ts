@@ -103,7 +103,8 @@ interface Waiting {
 interface ManagedPod {
   pod: Pod;
   source: "file" | "api";
-  rejected?: Waiting;
+  /** Refused at admission, or over before the kubelet started: it never runs. */
+  terminal?: Waiting;
   /** A failed sync is tried again then, and not before. */
   retryAt?: Instant;
   waiting: Map<string, Waiting>;
@@ -201,7 +202,7 @@ export class KubeletModel {
       else this.#admit(pod, source, now);
     }
     for (const managed of this.#pods.values()) {
-      if (managed.rejected || (managed.retryAt !== undefined && managed.retryAt > now)) continue;
+      if (managed.terminal || (managed.retryAt !== undefined && managed.retryAt > now)) continue;
       this.#syncPod(managed, now);
     }
   }
@@ -210,16 +211,16 @@ export class KubeletModel {
     const managed: ManagedPod = { pod, source, waiting: new Map() };
     if (isTerminal(pod)) {
       // A pod the API server says is over stays over: a kubelet never runs it again.
-      managed.rejected = {
+      managed.terminal = {
         reason: String((pod.status as Json).reason ?? ""),
         message: String((pod.status as Json).message ?? ""),
       };
     } else {
       const used = [...this.#pods.values()]
-        .filter((other) => !other.rejected)
+        .filter((other) => !other.terminal)
         .flatMap((other) => declaredHostPorts(other.pod, ["containers"]));
       if (hostPortsConflict(declaredHostPorts(pod, ["containers"]), used)) {
-        managed.rejected = NODE_PORTS_REJECTION;
+        managed.terminal = NODE_PORTS_REJECTION;
         this.#event(now, pod, "rejected", { detail: NODE_PORTS_REJECTION.message });
       } else {
         this.#event(now, pod, "admitted");
@@ -247,7 +248,9 @@ export class KubeletModel {
     managed.waiting.clear();
     for (const spec of containersOf(pod)) {
       const name = String(spec.name);
-      const wait = this.#mustWait(managed, sandbox, name, now);
+      const current = sandbox.containers.findLast((c) => c.name === name);
+      if (current?.state === "running") continue;
+      const wait = this.#mustWait(managed, name, current, now);
       if (wait) {
         managed.waiting.set(name, wait);
         if (waited.get(name)?.reason !== wait.reason) {
@@ -256,20 +259,18 @@ export class KubeletModel {
         failed = true;
         continue;
       }
-      this.#start(sandbox, spec, now);
+      this.#start(sandbox, spec, current, now);
     }
     managed.retryAt = failed ? now + millis(this.#timings.syncRetryMs) : undefined;
   }
 
-  /** Why a container is not started now; undefined when it is (again). */
+  /** Why a container that does not run is not started now; undefined when it is (again). */
   #mustWait(
     managed: ManagedPod,
-    sandbox: Sandbox,
     name: string,
+    current: ContainerRecord | undefined,
     now: Instant,
   ): Waiting | undefined {
-    const current = sandbox.containers.findLast((c) => c.name === name);
-    if (current?.state === "running") return undefined;
     if (current?.state === "exited") {
       const key = `${uidOf(managed.pod)}/${name}`;
       const delay = this.#backoffLeft(key, current.finishedAt!, now);
@@ -304,9 +305,7 @@ export class KubeletModel {
     return undefined;
   }
 
-  #start(sandbox: Sandbox, spec: Json, now: Instant) {
-    const current = sandbox.containers.findLast((c) => c.name === String(spec.name));
-    if (current?.state === "running") return;
+  #start(sandbox: Sandbox, spec: Json, current: ContainerRecord | undefined, now: Instant) {
     const taken = this.#binds(sandbox.pod, spec).filter((port) => this.#boundPorts().has(port));
     const container: ContainerRecord = {
       name: String(spec.name),
@@ -423,7 +422,7 @@ export class KubeletModel {
 
   /** The status the kubelet reports, as its status manager writes it. */
   #status(managed: ManagedPod): Json {
-    if (managed.rejected) return { phase: "Failed", ...managed.rejected };
+    if (managed.terminal) return { phase: "Failed", ...managed.terminal };
     const sandbox = this.#latestSandbox(managed.pod);
     const containerStatuses = containersOf(managed.pod).map((spec) => {
       const name = String(spec.name);
