@@ -115,7 +115,8 @@ interface Backoff {
   lastUpdate: Instant;
 }
 
-function uidOf(pod: Pod): string {
+/** How the kubelet tells pods apart; a pod without a uid (as tests write them) by its id. */
+export function uidOf(pod: Pod): string {
   return pod.metadata.uid ?? podId(pod);
 }
 

@@ -26,6 +26,7 @@ import {
   KubeletModel,
   type KubeletTimings,
   type ListensOn,
+  uidOf,
 } from "./kubelet_model.ts";
 import { createSimCa, writeKubeconfig } from "./pki.ts";
 
@@ -45,10 +46,6 @@ export interface SimNodeOptions {
    * API server's parent, or its copy) runs. Unset, it answers whenever the control plane is up.
    */
   apiServerLabels?: Record<string, string>;
-}
-
-function uidOf(pod: Pod): string {
-  return pod.metadata.uid ?? podId(pod);
 }
 
 /** The kubelet acts at least this often while time passes: its pod lifecycle relist period. */
