@@ -10,6 +10,7 @@ import { runCli } from "../helpers/cli.ts";
 import { restoreParentPorts } from "../helpers/old_checkpoints.ts";
 import { withNode } from "../helpers/sim_node.ts";
 
+const APISERVER = "kube-system/kube-apiserver-7x2kq";
 const SCHEDULER = "kube-system/kube-scheduler-q8w2c";
 const REFUSED = "while this checkpoint runs, the kubelet refuses its parent (NodePorts)";
 
@@ -25,17 +26,23 @@ Deno.test("verify: a checkpoint declaring host ports is named, with its containe
     assertEquals(await verify(), { code: 0, findings: [] });
 
     const c = node.config();
-    const parent = node.parents.find((p) => podId(p) === SCHEDULER) as Pod;
-    const file = `${SCHEDULER.replace("/", "-")}.json`;
+    const file = (id: string) => `${id.replace("/", "-")}.json`;
+    const parent = (id: string) => node.parents.find((p) => podId(p) === id) as Pod;
     for (const dir of [c.inactiveDir, c.staticPodDir]) {
-      await restoreParentPorts(join(dir, file), parent);
+      for (const id of [APISERVER, SCHEDULER]) {
+        await restoreParentPorts(join(dir, file(id)), parent(id));
+      }
     }
-    const problem = `container kube-scheduler declares host port 10259/TCP: ${REFUSED}`;
+    // On the host network a port without hostPort is a host port all the same.
+    const apiserver = `container kube-apiserver declares host port 6443/TCP: ${REFUSED}`;
+    const scheduler = `container kube-scheduler declares host port 10259/TCP: ${REFUSED}`;
     assertEquals(await verify(), {
       code: 1,
       findings: [
-        { file: join(c.inactiveDir, file), problem },
-        { file: join(c.staticPodDir, file), problem },
+        { file: join(c.inactiveDir, file(APISERVER)), problem: apiserver },
+        { file: join(c.inactiveDir, file(SCHEDULER)), problem: scheduler },
+        { file: join(c.staticPodDir, file(APISERVER)), problem: apiserver },
+        { file: join(c.staticPodDir, file(SCHEDULER)), problem: scheduler },
       ],
     });
   });
