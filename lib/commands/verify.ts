@@ -11,6 +11,7 @@ import { SANDBOX_RECORDS } from "../store/sandbox_checkpoint.ts";
 import { STATUS_RECORDS } from "../store/status_record.ts";
 import { type Check, type Finding, modeOf } from "../verify/check.ts";
 import { manifestCheck, storedFilesCheck } from "../verify/files.ts";
+import { hostPortCheck } from "../verify/host_ports.ts";
 import { recordCheck } from "../verify/records.ts";
 
 export function checksFor(config: Config): Check[] {
@@ -18,6 +19,7 @@ export function checksFor(config: Config): Check[] {
     recordCheck("status records", STATUS_RECORDS, config.stateDir),
     recordCheck("sandbox checkpoint records", SANDBOX_RECORDS, config.stateDir),
     manifestCheck(config),
+    hostPortCheck(config),
     storedFilesCheck(config),
   ];
 }

@@ -5,6 +5,8 @@
  */
 import { CHECKPOINT_OF_ANNOTATION, type Pod } from "./pod.ts";
 import { renderFieldRef, renderResourceFieldRef } from "./downward_api.ts";
+import { asArray, isObject, type Json } from "./json.ts";
+import { dropPortDeclarations } from "./ports.ts";
 
 export interface CheckpointDirs {
   secretsDir: string;
@@ -39,16 +41,6 @@ export interface SanitizedCheckpoint {
   volumes: VolumeFiles[];
   /** Parts of the parent a checkpoint cannot reproduce, said once so operators know. */
   warnings: string[];
-}
-
-type Json = Record<string, unknown>;
-
-function isObject(value: unknown): value is Json {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function asArray(value: unknown): Json[] {
-  return Array.isArray(value) ? value.filter(isObject) : [];
 }
 
 function keyItems(value: unknown): KeyToPath[] | undefined {
@@ -169,6 +161,7 @@ export function sanitizeCheckpoint(parent: Pod, dirs: CheckpointDirs): Sanitized
   delete spec.serviceAccount;
   delete spec.affinity;
   delete spec.nodeSelector;
+  const portWarnings = dropPortDeclarations(spec);
 
   const ctx: VolumeContext = { parent, dirs, warnings: [] };
   const volumes: VolumeFiles[] = [];
@@ -196,7 +189,11 @@ export function sanitizeCheckpoint(parent: Pod, dirs: CheckpointDirs): Sanitized
     },
     spec,
   };
-  return { pod, volumes, warnings: [...ctx.warnings, ...apiEnvReferences(pod)] };
+  return {
+    pod,
+    volumes,
+    warnings: [...ctx.warnings, ...portWarnings, ...apiEnvReferences(pod)],
+  };
 }
 
 /**

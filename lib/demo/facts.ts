@@ -8,6 +8,8 @@ import { manifestFileName } from "../core/ids.ts";
 import { isValidParent, type Pod, podId } from "../core/pod.ts";
 import { fileOwner } from "../core/sanitize.ts";
 import type { ControlPlane } from "../sim/control_plane.ts";
+import type { KubeletEventKind } from "../sim/kubelet_model.ts";
+import type { SimNode } from "../sim/node.ts";
 import type { DiskListing } from "./disk.ts";
 import type { DemoSession } from "./session.ts";
 
@@ -18,6 +20,16 @@ export function parentsOf(cluster: ControlPlane): Pod[] {
 /** The id under which the kubelet runs a checkpoint copied into its static-pod dir. */
 export function copyId(id: string, nodeName: string): string {
   return `${id}-${nodeName}`;
+}
+
+/** Whether the kubelet did this to the pod since the `since`th event of its timeline. */
+export function kubeletDid(node: SimNode, since: number, id: string, event: KubeletEventKind) {
+  return node.events.slice(since).some((e) => e.pod === id && e.event === event);
+}
+
+/** What the kubelet last did with the pod's containers. */
+export function lastContainerEvent(node: SimNode, id: string): KubeletEventKind | undefined {
+  return node.events.findLast((e) => e.pod === id && e.event.startsWith("container-"))?.event;
 }
 
 export function sameList(a: readonly string[], b: readonly string[]): boolean {

@@ -22,6 +22,12 @@ export const DEMO_NODE_NAME = "cp-1";
 /** Every runtime call of a pass is over in this time; the simulated runtime answers at once. */
 const RUNTIME_TIMEOUT_MS = 2_000;
 
+/**
+ * The kubelet of the demo reads the services 2 s after the API server is back, as in a real
+ * drill: its first attempt at a parent's containers fails, and the next comes this much later.
+ */
+export const SYNC_RETRY_MS = 10_000;
+
 export interface DemoSession {
   node: SimNode;
   config: Config;
@@ -39,7 +45,11 @@ export interface DemoSession {
 export async function openSession(): Promise<DemoSession> {
   const user = await currentUser();
   const cluster = demoCluster(DEMO_NODE_NAME, user);
-  const node = await SimNode.start({ nodeName: DEMO_NODE_NAME, cluster });
+  const node = await SimNode.start({
+    nodeName: DEMO_NODE_NAME,
+    cluster,
+    kubelet: { servicesReadAfterMs: 2_000, syncRetryMs: SYNC_RETRY_MS },
+  });
   let runtime: RuntimeClient | undefined;
   try {
     const config = node.config({ runtimeRequestTimeoutMs: RUNTIME_TIMEOUT_MS });

@@ -9,13 +9,15 @@ import {
   checkpointFiles,
   copyId,
   entriesUnder,
+  kubeletDid,
+  lastContainerEvent,
   mountedValues,
   ownerOf,
   parentsOf,
   readFiles,
   sameList,
 } from "./facts.ts";
-import type { DemoSession } from "./session.ts";
+import { type DemoSession, SYNC_RETRY_MS } from "./session.ts";
 import type { Step } from "./step.ts";
 
 export interface StoryStep {
@@ -151,7 +153,9 @@ const controlPlaneLost: StoryStep = {
       "Power cut. When the node is back, the kubelet starts what sits in its static-pod dir " +
         "(etcd) and nothing else: the DaemonSet pods, the API server among them, would need an " +
         "API server to be started again. The kubelet also refuses the agent's requests, " +
-        "since it cannot authorize them without the API server.",
+        "since it cannot authorize them without the API server. The container runtime still " +
+        "lists the parents' old sandboxes, stopped, with their exited containers: they do not " +
+        "count as running.",
     );
     step.say(
       "A dry run (what `ckpt-agent --once --dry-run` prints) shows what the agent sees and " +
@@ -249,23 +253,50 @@ const controlPlaneReturns: StoryStep = {
   name: "control-plane-returns",
   title: "The control plane returns",
   async play(step, session) {
-    const { node, cluster } = session;
+    const { node, cluster, clock } = session;
     const parents = ids(parentsOf(cluster));
+    const copies = parents.map((id) => copyId(id, node.nodeName));
+    const seen = node.events.length;
     await node.restoreControlPlane();
     step.say(
-      "With the checkpointed API server up, the cluster comes back: the API server answers, " +
-        "the kubelet can authorize the agent again, and it starts the DaemonSet pods bound to " +
-        "the node. For now the copies still run next to them.",
+      "With the checkpointed API server up, the cluster comes back: the API server answers and " +
+        "the kubelet can authorize the agent again. It admits the DaemonSet pods bound to the " +
+        "node beside the copies (the copies declare no host ports, so its NodePorts check has " +
+        "nothing to refuse) and gives each a sandbox at once. Their containers must wait: the " +
+        "kubelet makes none before it has read the cluster's services " +
+        "(CreateContainerConfigError), and tries again 10 s later.",
+    );
+    const waiting = await step.dryRun();
+    step.expect("every source answered", waiting.complete, waiting.sources);
+    step.expect(
+      "the kubelet admitted every parent beside its copy",
+      parents.every((id) => kubeletDid(node, seen, id, "admitted")),
+      node.events.slice(seen),
+    );
+    step.expect(
+      "a ready sandbox is not a running parent: the agent would keep every copy",
+      waiting.plan.stops.length === 0 && statesAre(waiting.plan.state, parents, "active"),
+      waiting.plan,
+    );
+    await node.advance(SYNC_RETRY_MS);
+    clock.skip(SYNC_RETRY_MS);
+    step.say(
+      `${SYNC_RETRY_MS / 1000} s later the kubelet has read the services and makes the ` +
+        "containers. The API server's and the controller-manager's find their ports held by " +
+        "their copies and exit; the scheduler's runs, on a network of its own. Each parent's " +
+        "container exists now: the kubelet has shown it can start it.",
     );
     const pass = await step.dryRun();
-    step.expect("every source answered", pass.complete, pass.sources);
     const running = await step.running();
     step.expect(
-      "the parents run again, and so do the copies",
-      [...parents, ...parents.map((id) => copyId(id, node.nodeName))].every((id) =>
-        running.includes(id)
-      ),
+      "every parent has a container, and every copy still runs",
+      [...parents, ...copies].every((id) => running.includes(id)),
       running,
+    );
+    step.expect(
+      "the parents on the host network exited: their copies hold their ports",
+      parents.filter((id) => kubeletDid(node, seen, id, "container-exited")).length === 2,
+      node.events.slice(seen),
     );
     step.expect(
       "the agent would withdraw every copy",
@@ -304,14 +335,21 @@ const copiesWithdrawn: StoryStep = {
     );
     await node.sync();
     step.say(
-      "The kubelet sees the manifests gone and stops the copies. The inactive manifests and " +
-        "stored secrets stay on disk, ready for the next outage.",
+      "The kubelet sees the manifests gone and stops the copies. The parents whose containers " +
+        "exited are started again at once (a first restart is not delayed), on ports now free; " +
+        "a later one would have waited out the kubelet's back-off, 10 s at first. The inactive " +
+        "manifests and stored secrets stay on disk, ready for the next outage.",
     );
     const running = await step.running();
     step.expect(
       "only the parents run, not the copies",
       parents.every((id) => running.includes(id) && !running.includes(copyId(id, node.nodeName))),
       running,
+    );
+    step.expect(
+      "every parent's container runs",
+      parents.every((id) => lastContainerEvent(node, id) === "container-running"),
+      node.events.filter((e) => parents.includes(e.pod)).slice(-parents.length),
     );
   },
 };

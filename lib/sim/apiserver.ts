@@ -50,13 +50,14 @@ function notFound(resource: string, name: string): PeerResponse {
 const NO_ROUTE = status(404, "NotFound", "the server could not find the requested resource");
 
 /**
- * A list as the API server sends it: the items carry no kind or apiVersion (the list does).
- * The kubelet's `/pods` has the same shape, without a resourceVersion.
+ * A list as the API server sends it: the items carry no kind or apiVersion (the list does), and
+ * an empty list has `"items": null` (Go encodes an empty slice so). The kubelet's `/pods` has the
+ * same shape, without a resourceVersion.
  */
 export function podListBody(pods: Iterable<Pod>, resourceVersion?: string): Json {
   const items = [...pods].map(({ kind: _kind, apiVersion: _apiVersion, ...item }) => item);
   const metadata = resourceVersion === undefined ? {} : { resourceVersion };
-  return { kind: "PodList", apiVersion: "v1", metadata, items };
+  return { kind: "PodList", apiVersion: "v1", metadata, items: items.length > 0 ? items : null };
 }
 
 type PodField = (pod: Pod) => string;

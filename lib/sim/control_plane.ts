@@ -68,8 +68,8 @@ interface DaemonPodSpec {
   checkpoint?: boolean;
   /** Default true, as most control-plane pods; false gives the pod a network of its own. */
   hostNetwork?: boolean;
-  /** Ports published on the node (containerPort = hostPort). */
-  hostPorts?: number[];
+  /** The port the component serves on, named `https`; its liveness probe asks it by name. */
+  https?: { port: number; path: string; hostPort?: number };
 }
 
 /** A pod as the API server returns it for a DaemonSet-managed control-plane component. */
@@ -138,13 +138,20 @@ export function daemonSetPod(spec: DaemonPodSpec): Pod {
         name: spec.app,
         image: `registry.k8s.io/${spec.app}:v1.34.2`,
         command: spec.command,
-        ...(spec.hostPorts
+        ...(spec.https
           ? {
-            ports: spec.hostPorts.map((port) => ({
-              containerPort: port,
-              hostPort: port,
+            ports: [{
+              name: "https",
+              containerPort: spec.https.port,
+              ...(spec.https.hostPort ? { hostPort: spec.https.hostPort } : {}),
               protocol: "TCP",
-            })),
+            }],
+            livenessProbe: {
+              httpGet: { path: spec.https.path, port: "https", scheme: "HTTPS" },
+              initialDelaySeconds: 10,
+              periodSeconds: 10,
+              failureThreshold: 8,
+            },
           }
           : {}),
         volumeMounts: mounts,
@@ -168,6 +175,8 @@ export function controlPlane(nodeName: string): ControlPlane {
         key: "policy.yaml",
         mountPath: "/etc/kubernetes/audit",
       },
+      // On the host network every declared port is a host port: 6443 on the node.
+      https: { port: 6443, path: "/livez" },
       command: [
         "kube-apiserver",
         "--secure-port=6443",
@@ -182,6 +191,7 @@ export function controlPlane(nodeName: string): ControlPlane {
       suffix: "m4t9z",
       nodeName,
       secret: "kube-controller-manager",
+      https: { port: 10257, path: "/healthz" },
       command: [
         "kube-controller-manager",
         "--service-account-private-key-file=/etc/kubernetes/secrets/service-account.key",
@@ -198,7 +208,7 @@ export function controlPlane(nodeName: string): ControlPlane {
         mountPath: "/etc/kubernetes/scheduler",
       },
       hostNetwork: false,
-      hostPorts: [10259],
+      https: { port: 10259, hostPort: 10259, path: "/healthz" },
       command: ["kube-scheduler", "--config=/etc/kubernetes/scheduler/config.yaml"],
     }),
     // Scheduled here too, but not asking to be checkpointed.

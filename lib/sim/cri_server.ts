@@ -23,10 +23,20 @@ import {
 } from "./h2c_server.ts";
 import { POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL } from "../sources/cri.ts";
 
+export type SimContainerState = "created" | "running" | "exited";
+
 export interface SimContainer {
   name: string;
-  running: boolean;
+  state: SimContainerState;
+  /** How many times the kubelet created this container in its sandbox before; default 0. */
+  attempt?: number;
 }
+
+const CONTAINER_STATES: Record<SimContainerState, string> = {
+  created: "CONTAINER_CREATED",
+  running: "CONTAINER_RUNNING",
+  exited: "CONTAINER_EXITED",
+};
 
 export interface SimPortMapping {
   protocol: "tcp" | "udp" | "sctp";
@@ -48,14 +58,17 @@ export interface SimNetwork {
   interfaces: SimInterface[];
 }
 
+/** One sandbox of a pod, with its containers; a pod may have several (older ones not ready). */
 export interface SimPod {
   namespace: string;
   name: string;
   uid: string;
   /** The sandbox state: READY or NOTREADY. */
   ready: boolean;
-  /** Default: derived from the uid. */
+  /** Default: derived from the uid (and the attempt, when not 0). */
   sandboxId?: string;
+  /** How many sandboxes the kubelet made for this pod before; default 0. */
+  attempt?: number;
   containers?: SimContainer[];
   /** Replaces the io.kubernetes.pod.* labels the kubelet would set, e.g. to leave them out. */
   labels?: Record<string, string>;
@@ -221,7 +234,12 @@ export class CriSimServer {
     return this.#pods.map((pod, index) => ({
       pod,
       id: sandboxId(pod),
-      metadata: { name: pod.name, uid: pod.uid, namespace: pod.namespace, attempt: 0 },
+      metadata: {
+        name: pod.name,
+        uid: pod.uid,
+        namespace: pod.namespace,
+        attempt: pod.attempt ?? 0,
+      },
       state: pod.ready ? "SANDBOX_READY" : "SANDBOX_NOTREADY",
       created_at: String(CREATED_AT + BigInt(index)),
       labels: podLabels(pod),
@@ -233,10 +251,12 @@ export class CriSimServer {
   #containers() {
     return this.#pods.flatMap((pod, index) =>
       (pod.containers ?? []).map((container) => ({
-        id: `${sandboxId(pod)}-${container.name}`,
+        id: `${sandboxId(pod)}-${container.name}${
+          container.attempt ? `-${container.attempt}` : ""
+        }`,
         pod_sandbox_id: sandboxId(pod),
-        metadata: { name: container.name, attempt: 0 },
-        state: container.running ? "CONTAINER_RUNNING" : "CONTAINER_EXITED",
+        metadata: { name: container.name, attempt: container.attempt ?? 0 },
+        state: CONTAINER_STATES[container.state],
         created_at: String(CREATED_AT + BigInt(index)),
         labels: { ...podLabels(pod), "io.kubernetes.container.name": container.name },
         annotations: {},
@@ -246,7 +266,7 @@ export class CriSimServer {
 }
 
 function sandboxId(pod: SimPod): string {
-  return pod.sandboxId ?? `sandbox-${pod.uid}`;
+  return pod.sandboxId ?? `sandbox-${pod.uid}${pod.attempt ? `-${pod.attempt}` : ""}`;
 }
 
 function podLabels(pod: SimPod): Record<string, string> {

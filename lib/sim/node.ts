@@ -1,8 +1,9 @@
 /**
  * A simulated control-plane node: an API server, a kubelet and a container runtime on loopback
  * (real TLS, real gRPC), a temp directory tree laid out like /etc/kubernetes and
- * /var/lib/ckpt-agent, and a small model of what the kubelet does — run the pods bound to the node
- * while the control plane is up, and run whatever manifests sit in the static-pod dir.
+ * /var/lib/ckpt-agent, and a model of what the kubelet does with pods (lib/sim/kubelet_model.ts):
+ * it runs the pods the API server binds to the node and the manifests in the static-pod dir,
+ * admits, starts, restarts and kills them as a real kubelet does, on the node's own clock.
  *
  * The demo (`ckpt-agent demo`), the end-to-end tests and the benchmarks run the real agent
  * against it; nothing here is a test double of the agent itself.
@@ -11,12 +12,22 @@ import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { Config } from "../config/types.ts";
 import { configAsYamlSettings } from "../config/load.ts";
+import { asArray, type Json } from "../core/json.ts";
 import { type Pod, podId } from "../core/pod.ts";
 import { readManifestDir } from "../disk/manifests.ts";
 import { type SimApiServer, startSimApiServer } from "./apiserver.ts";
+import { SimClock } from "./clock.ts";
 import { type ControlPlane, controlPlane } from "./control_plane.ts";
-import { CriSimServer, type SimPod } from "./cri_server.ts";
+import { CriSimServer } from "./cri_server.ts";
 import { type SimKubelet, startSimKubelet, staticPodAsKubeletShowsIt } from "./kubelet.ts";
+import {
+  KUBELET_TIMINGS,
+  type KubeletEvent,
+  KubeletModel,
+  type KubeletTimings,
+  type ListensOn,
+  uidOf,
+} from "./kubelet_model.ts";
 import { createSimCa, writeKubeconfig } from "./pki.ts";
 
 /** How the API server is unavailable: its pod is gone (nothing listens), or etcd is (503). */
@@ -28,29 +39,35 @@ export interface SimNodeOptions {
   cluster?: ControlPlane;
   /** Also serve the kubelet's read-only port. */
   kubeletReadonlyPort?: boolean;
+  /** The kubelet's delays; default KUBELET_TIMINGS (no wait for services). */
+  kubelet?: Partial<KubeletTimings>;
+  /**
+   * A self-hosted control plane: the API server answers only while a pod with these labels (the
+   * API server's parent, or its copy) runs. Unset, it answers whenever the control plane is up.
+   */
+  apiServerLabels?: Record<string, string>;
 }
 
-function ownNetwork(index: number, pod: Pod): Pick<SimPod, "network" | "portMappings"> {
-  const spec = pod.spec as { hostNetwork?: boolean; containers?: { ports?: unknown[] }[] };
-  if (spec.hostNetwork) return {};
-  const ports = (spec.containers ?? []).flatMap((c) => c.ports ?? []) as {
-    containerPort: number;
-    hostPort?: number;
-    protocol?: string;
-  }[];
-  const v4 = `10.88.0.${index + 2}`, v6 = `fd00:10:88::${(index + 2).toString(16)}`;
-  return {
-    network: {
-      netnsPath: `/var/run/netns/cni-${pod.metadata.uid ?? index}`,
-      ips: [v4, v6],
-      interfaces: [{ name: "eth0", addresses: [`${v4}/16`, `${v6}/64`] }],
-    },
-    portMappings: ports.filter((p) => p.hostPort).map((p) => ({
-      protocol: (p.protocol ?? "TCP").toLowerCase() as "tcp" | "udp" | "sctp",
-      containerPort: p.containerPort,
-      hostPort: p.hostPort!,
-    })),
-  };
+/** The kubelet acts at least this often while time passes: its pod lifecycle relist period. */
+const RELIST_MS = 1_000;
+
+/**
+ * What each program listens on, learned from the ports the cluster's pods declare for it: a
+ * copy runs the same image as its parent, and binds the same ports whatever it declares.
+ */
+function programPorts(cluster: ControlPlane): ListensOn {
+  const byImage = new Map<string, { protocol: string; port: number }[]>();
+  for (const pod of [...cluster.pods, ...cluster.staticManifests]) {
+    const spec = (pod.spec ?? {}) as Json;
+    for (const container of asArray(spec.containers)) {
+      const ports = asArray(container.ports).map((p) => ({
+        protocol: typeof p.protocol === "string" ? p.protocol : "TCP",
+        port: Number(p.containerPort),
+      }));
+      if (ports.length > 0) byImage.set(String(container.image), ports);
+    }
+  }
+  return (container) => byImage.get(String(container.image)) ?? [];
 }
 
 export class SimNode {
@@ -60,11 +77,18 @@ export class SimNode {
   readonly kubelet: SimKubelet;
   readonly kubeconfig: string;
   readonly kubeletCaFile: string;
+  /** The node's time: the kubelet's back-offs and waits run on it, and on nothing else. */
+  readonly clock = new SimClock();
   #runtime: CriSimServer | undefined;
   readonly #socketPath: string;
+  readonly #model: KubeletModel;
   readonly #parents = new Map<string, Pod>();
-  /** Parents whose containers the kubelet runs right now. */
-  readonly #running = new Set<string>();
+  /** The status of each parent as the kubelet last reported it to the API server. */
+  readonly #reported = new Map<string, Json>();
+  #api: "up" | ApiOutage = "up";
+  readonly #apiServerLabels: Record<string, string> | undefined;
+  /** Until the node has started, its control plane runs, however it is hosted. */
+  #settled = false;
 
   private constructor(init: {
     root: string;
@@ -75,6 +99,8 @@ export class SimNode {
     socketPath: string;
     kubeconfig: string;
     kubeletCaFile: string;
+    model: KubeletModel;
+    apiServerLabels?: Record<string, string>;
   }) {
     this.root = init.root;
     this.nodeName = init.nodeName;
@@ -84,10 +110,14 @@ export class SimNode {
     this.#socketPath = init.socketPath;
     this.kubeconfig = init.kubeconfig;
     this.kubeletCaFile = init.kubeletCaFile;
+    this.#model = init.model;
+    this.#apiServerLabels = init.apiServerLabels;
   }
 
   static async start(options: SimNodeOptions = {}): Promise<SimNode> {
     const nodeName = options.nodeName ?? "cp-1";
+    const cluster = options.cluster ?? controlPlane(nodeName);
+    const timings = { ...KUBELET_TIMINGS, ...options.kubelet };
     const root = await Deno.makeTempDir({ prefix: "ckpt-sim-node-" });
     try {
       for (const dir of ["etc/kubernetes/manifests", "etc/ckpt-agent", "run/lock"]) {
@@ -123,8 +153,15 @@ export class SimNode {
         socketPath,
         kubeconfig,
         kubeletCaFile,
+        model: new KubeletModel(timings, programPorts(cluster)),
+        apiServerLabels: options.apiServerLabels,
       });
-      await node.#install(options.cluster ?? controlPlane(nodeName));
+      await node.#install(cluster);
+      // The node has been up a while: every pod runs, whatever the kubelet first waited for.
+      await node.advance(
+        Math.ceil(timings.servicesReadAfterMs / timings.syncRetryMs) * timings.syncRetryMs,
+      );
+      node.#settled = true;
       return node;
     } catch (e) {
       await Deno.remove(root, { recursive: true }).catch(() => {});
@@ -133,10 +170,7 @@ export class SimNode {
   }
 
   async #install(cluster: ControlPlane) {
-    for (const pod of cluster.pods) {
-      this.#parents.set(podId(pod), pod);
-      this.#running.add(podId(pod));
-    }
+    for (const pod of cluster.pods) this.#parents.set(podId(pod), pod);
     for (const s of cluster.secrets) this.apiServer.setSecret(s.namespace, s.name, s.data);
     for (const c of cluster.configMaps) this.apiServer.setConfigMap(c.namespace, c.name, c.data);
     for (const manifest of cluster.staticManifests) {
@@ -181,13 +215,23 @@ export class SimNode {
     return file;
   }
 
+  /** The pods of the cluster as the API server stores them, status included. */
   get parents(): Pod[] {
-    return [...this.#parents.values()];
+    return [...this.#parents.values()].map((pod) => {
+      const status = this.#reported.get(uidOf(pod));
+      return status ? { ...pod, status } : pod;
+    });
   }
 
-  /** Power cut or crash: every pod stops, and the API server with them. */
+  /** What the kubelet did, oldest first. */
+  get events(): readonly KubeletEvent[] {
+    return this.#model.events;
+  }
+
+  /** Power cut or crash: every pod stops, and the API server with them; the node boots. */
   async loseControlPlane(how: ApiOutage = "down") {
-    this.#running.clear();
+    this.#model.powerCut(this.clock.now());
+    this.#api = how;
     if (how === "down") await this.apiServer.stopListening();
     else this.apiServer.setFault("server-error");
     // Without the API server the kubelet cannot authorize requests to its secure port.
@@ -195,25 +239,17 @@ export class SimNode {
     await this.sync();
   }
 
-  /** The API server answers again, and the kubelet starts the pods bound to the node. */
+  /** The API server answers again: the kubelet lists the pods bound to the node and runs them. */
   async restoreControlPlane() {
-    await this.apiServer.resumeListening();
     this.apiServer.setFault("none");
     this.kubelet.secure.setFault("none");
-    for (const id of this.#parents.keys()) this.#running.add(id);
+    this.#api = "up";
     await this.sync();
   }
 
   /** `kubectl delete pod`: gone from the API server and stopped by the kubelet. */
   async deleteParent(id: string) {
     this.#parents.delete(id);
-    this.#running.delete(id);
-    await this.sync();
-  }
-
-  async setParentRunning(id: string, running: boolean) {
-    if (running) this.#running.add(id);
-    else this.#running.delete(id);
     await this.sync();
   }
 
@@ -229,28 +265,46 @@ export class SimNode {
     await this.sync();
   }
 
+  /** Time passes on the node; the kubelet acts along the way, at least once a second. */
+  async advance(ms: number) {
+    for (let left = ms; left > 0; left -= RELIST_MS) {
+      this.clock.advance(Math.min(left, RELIST_MS));
+      await this.sync();
+    }
+  }
+
   /**
-   * What the kubelet would do now: run every manifest in the static-pod dir (as `<name>-<node>`)
-   * and the bound pods it was told to run, and list them on its `/pods` endpoint.
+   * What the kubelet does now: read its sources (the static-pod dir, and the API server when it
+   * answers), admit, start, restart and kill pods, and report their status to the API server.
    */
   async sync() {
-    const statics = (await readManifestDir(this.config().staticPodDir)).pods;
-    this.kubelet.setStaticPods(statics);
-    const parents = [...this.#parents.values()];
-    this.kubelet.setPods(parents);
-    this.apiServer.setPods(parents);
-    const running = [
-      ...parents.filter((p) => this.#running.has(podId(p))),
-      ...statics.map((m) => staticPodAsKubeletShowsIt(m, this.nodeName)),
-    ];
-    this.#runtime?.setPods(running.map((pod, index) => ({
-      namespace: pod.metadata.namespace,
-      name: pod.metadata.name,
-      uid: pod.metadata.uid ?? `uid-${index}`,
-      ready: true,
-      containers: [{ name: "main", running: true }],
-      ...ownNetwork(index, pod),
-    })));
+    const manifests = (await readManifestDir(this.config().staticPodDir)).pods;
+    const api = this.#apiServing() ? this.parents : undefined;
+    this.#model.sync(this.clock.now(), {
+      api,
+      files: manifests.map((m) => staticPodAsKubeletShowsIt(m, this.nodeName)),
+    });
+    if (this.#api === "up") {
+      if (this.#apiServing()) await this.apiServer.resumeListening();
+      else await this.apiServer.stopListening();
+    }
+    const known = this.#model.apiPods();
+    if (api) {
+      for (const pod of known) if (pod.status) this.#reported.set(uidOf(pod), pod.status);
+    }
+    this.kubelet.setStaticPods(manifests);
+    this.kubelet.setPods(known);
+    this.apiServer.setPods(this.parents);
+    this.#runtime?.setPods(this.#model.runtimePods());
+  }
+
+  #apiServing(): boolean {
+    const labels = this.#apiServerLabels;
+    if (this.#api !== "up") return false;
+    if (!labels || !this.#settled) return true;
+    return this.#model.runs((pod) =>
+      Object.entries(labels).every(([key, value]) => pod.metadata.labels?.[key] === value)
+    );
   }
 
   async close() {

@@ -48,9 +48,7 @@ export interface SandboxDetails {
 }
 
 export interface RuntimeClient {
-  /** Pods with a READY sandbox or a RUNNING container (the union, as the kubelet's GetPods
-   *  does), identified by the io.kubernetes.pod.namespace / io.kubernetes.pod.name /
-   *  io.kubernetes.pod.uid labels; entries without those labels are ignored. */
+  /** Pods the kubelet has shown it can start: see runningPods. */
   listRunningPods(): Promise<SourceResult<RunningPod[]>>;
   sandboxStatus(sandboxId: string): Promise<SourceResult<SandboxDetails>>;
   close(): void;
@@ -95,7 +93,7 @@ const EnumValue = z.union([z.string(), z.number()]);
 const VersionResponse = z.object({ runtime_api_version: z.string() });
 
 const ListPodSandboxResponse = z.object({
-  items: z.array(z.object({ id: z.string(), state: EnumValue, labels: Labels })),
+  items: z.array(z.object({ id: z.string(), state: EnumValue })),
 });
 
 const ListContainersResponse = z.object({
@@ -139,22 +137,22 @@ class CriRuntimeClient implements RuntimeClient {
       this.#ask(api.value, "ListPodSandbox", {
         filter: { state: { state: "SANDBOX_READY" } },
       }, ListPodSandboxResponse),
-      this.#ask(api.value, "ListContainers", {
-        filter: { state: { state: "CONTAINER_RUNNING" } },
-      }, ListContainersResponse),
+      // Every state: a created or exited container counts too (see runningPods).
+      this.#ask(api.value, "ListContainers", {}, ListContainersResponse),
     ]);
     if (!sandboxes.ok) return sandboxes;
     if (!containers.ok) return containers;
-    // The filters already asked for this; checking again keeps a runtime that ignores filters
-    // from passing a stopped pod off as running.
-    return succeeded(runningPods([
-      ...sandboxes.value.items
-        .filter((sandbox) => sandbox.state === "SANDBOX_READY")
-        .map((sandbox) => ({ sandboxId: sandbox.id, labels: sandbox.labels })),
-      ...containers.value.containers
-        .filter((container) => container.state === "CONTAINER_RUNNING")
-        .map((container) => ({ sandboxId: container.pod_sandbox_id, labels: container.labels })),
-    ]));
+    // The filter already asked for this; checking again keeps a runtime that ignores filters
+    // from passing a stopped sandbox off as ready.
+    const ready = sandboxes.value.items.filter((sandbox) => sandbox.state === SANDBOX_READY);
+    return succeeded(runningPods(
+      new Set(ready.map((sandbox) => sandbox.id)),
+      containers.value.containers.map((container) => ({
+        sandboxId: container.pod_sandbox_id,
+        state: container.state,
+        labels: container.labels,
+      })),
+    ));
   }
 
   async sandboxStatus(sandboxId: string): Promise<SourceResult<SandboxDetails>> {
@@ -313,10 +311,39 @@ function failureKind(code: number): FailureKind {
   }
 }
 
-/** Groups sandboxes and containers by pod, keeping only entries the kubelet labelled. */
-function runningPods(entries: { sandboxId: string; labels: Record<string, string> }[]) {
+/** State names as both runtime.v1 and runtime.v1alpha2 decode them. */
+const SANDBOX_READY = "SANDBOX_READY";
+const CONTAINER_RUNNING = "CONTAINER_RUNNING";
+const CONTAINER_CREATED = "CONTAINER_CREATED";
+const CONTAINER_EXITED = "CONTAINER_EXITED";
+
+export interface ContainerEntry {
+  sandboxId: string;
+  /** The state's name; an unknown state decodes to its number. */
+  state: string | number;
+  labels: Record<string, string>;
+}
+
+/**
+ * The pods that run, as the hand-back needs it: a pod counts once the kubelet has shown it can
+ * start it, that is when it has a RUNNING container (in any sandbox), or a CREATED or EXITED
+ * container in a READY sandbox. A ready sandbox alone does not count: the kubelet may keep a
+ * pod's containers from starting for many seconds after (CreateContainerConfigError), and a
+ * copy withdrawn then leaves neither running. An exited container does not count outside a
+ * ready sandbox: after a power cut the runtime still lists the old sandboxes, NOTREADY, with
+ * their EXITED containers, and counting those would keep every checkpoint from activating.
+ * CONTAINER_UNKNOWN never counts. Pods are named by the io.kubernetes.pod.namespace / name / uid
+ * labels the kubelet puts on every container; a container without them is ignored. A pod's
+ * sandbox ids are those of its containers that count.
+ */
+export function runningPods(
+  readySandboxIds: ReadonlySet<string>,
+  containers: readonly ContainerEntry[],
+): RunningPod[] {
   const pods = new Map<string, RunningPod>();
-  for (const { sandboxId, labels } of entries) {
+  for (const { sandboxId, state, labels } of containers) {
+    const started = state === CONTAINER_CREATED || state === CONTAINER_EXITED;
+    if (state !== CONTAINER_RUNNING && !(started && readySandboxIds.has(sandboxId))) continue;
     const namespace = labels[POD_NAMESPACE_LABEL];
     const name = labels[POD_NAME_LABEL];
     const uid = labels[POD_UID_LABEL];

@@ -112,14 +112,20 @@ Deno.test("the demo's JSON shows every step of the story, and nothing is left be
       assert(COPIES.every((id) => s.running.includes(id)), s.running.join());
     });
 
-    await t.step("4: the control plane returns; the agent would withdraw", () => {
-      const s = step("control-plane-returns");
-      assert(s.dryRun);
-      assertEquals(passes(s)[0].complete, true);
-      assertEquals(s.plan, { starts: [], stops: PARENTS, removes: [] });
-      assert([...PARENTS, ...COPIES].every((id) => s.running.includes(id)), s.running.join());
-      assertEquals(s.staticPodDir, sorted(["etcd.yaml", ...MANIFESTS]));
-    });
+    await t.step(
+      "4: the control plane returns; the agent would withdraw once the parents' containers exist",
+      () => {
+        const s = step("control-plane-returns");
+        assert(s.dryRun);
+        const [sandboxesOnly, containers] = passes(s);
+        assertEquals(sandboxesOnly.complete, true);
+        assertEquals(sandboxesOnly.plan.stops, []);
+        assertEquals(containers.plan.stops, PARENTS);
+        assertEquals(s.plan, { starts: [], stops: PARENTS, removes: [] });
+        assert([...PARENTS, ...COPIES].every((id) => s.running.includes(id)), s.running.join());
+        assertEquals(s.staticPodDir, sorted(["etcd.yaml", ...MANIFESTS]));
+      },
+    );
 
     await t.step("5: the copies are withdrawn", () => {
       const s = step("copies-withdrawn");

@@ -13,6 +13,7 @@ import {
   podFileDirs,
   sanitizeCheckpoint,
 } from "../../lib/core/sanitize.ts";
+import { declaredHostPorts } from "../../lib/core/ports.ts";
 
 const DIRS = {
   secretsDir: "/etc/kubernetes/checkpoint-secrets",
@@ -60,6 +61,45 @@ Deno.test("spec: service account, affinity and node selector removed; status cle
   assertEquals((spec.tolerations as unknown[]).length, 2);
   assertEquals(spec.priorityClassName, "system-cluster-critical");
   assertEquals((spec.containers as { command: string[] }[])[0].command[0], "kube-apiserver");
+});
+
+Deno.test("ports: the copy declares none, so its parent is admitted beside it; named probe ports become numbers", async () => {
+  const parent = await apiserver();
+  const { pod, warnings } = sanitizeCheckpoint(parent, DIRS);
+  assertEquals(declaredHostPorts(parent).map((p) => p.hostPort), [6443]);
+  assertEquals(declaredHostPorts(pod), []);
+  const [container] = (pod.spec as { containers: Record<string, unknown>[] }).containers;
+  assertEquals("ports" in container, false);
+  const httpGet = (probe: string) => (container[probe] as { httpGet: unknown }).httpGet;
+  assertEquals(httpGet("livenessProbe"), {
+    path: "/livez",
+    port: 6443,
+    host: "127.0.0.1",
+    scheme: "HTTPS",
+  });
+  assertEquals((httpGet("readinessProbe") as { port: unknown }).port, 6443);
+  assertEquals(warnings, []);
+});
+
+Deno.test("ports: a probe naming a port the container does not declare is kept, and said", () => {
+  const parent: Pod = {
+    metadata: { name: "p", namespace: "ns", uid: "u1" },
+    spec: {
+      containers: [{
+        name: "c",
+        ports: [{ name: "http", containerPort: 8080 }],
+        livenessProbe: { tcpSocket: { port: "metrics" } },
+      }],
+    },
+  };
+  const { pod, warnings } = sanitizeCheckpoint(parent, DIRS);
+  assertEquals((pod.spec as { containers: unknown[] }).containers, [
+    { name: "c", livenessProbe: { tcpSocket: { port: "metrics" } } },
+  ]);
+  assertEquals(warnings, [
+    "container c: livenessProbe tcpSocket port metrics names no port the container declares; " +
+    "left as it is",
+  ]);
 });
 
 Deno.test("volumes: secret, configMap and projected become hostPath; others untouched", async () => {

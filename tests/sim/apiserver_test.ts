@@ -60,6 +60,16 @@ Deno.test("sim API server lists pods as a PodList whose items carry no kind", as
   });
 });
 
+Deno.test("sim API server answers an empty list with null items, as Go encodes an empty slice", async () => {
+  await withServer(async (server, get) => {
+    assertEquals((await get("/api/v1/pods")).json.items, null);
+    server.setPods([scheduled("kube-system/a", "n1")]);
+    const none = await get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn2");
+    assertEquals([none.status, none.json.kind, none.json.items], [200, "PodList", null]);
+    assertEquals((await get("/api/v1/namespaces/default/pods")).json.items, null);
+  });
+});
+
 Deno.test("sim API server honours field selectors and namespaces", async () => {
   await withServer(async (server, get) => {
     server.setPods([

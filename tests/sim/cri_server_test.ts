@@ -9,14 +9,14 @@ const PODS: SimPod[] = [
     name: "etcd",
     uid: "u1",
     ready: true,
-    containers: [{ name: "etcd", running: true }],
+    containers: [{ name: "etcd", state: "running" }],
   },
   {
     namespace: "kube-system",
     name: "kube-apiserver",
     uid: "u2",
     ready: false,
-    containers: [{ name: "kube-apiserver", running: false }],
+    containers: [{ name: "kube-apiserver", state: "exited" }],
   },
 ];
 

@@ -35,6 +35,20 @@ Deno.test("sim kubelet lists its pods, static pods as the kubelet renames them",
   );
 });
 
+Deno.test("sim kubelet without pods answers null items, as a real one does", async () => {
+  const cluster = await simCluster();
+  await using(
+    startSimKubelet({ nodeName: NODE_NAME, clientCaPem: cluster.ca.certPem }),
+    async (kubelet) => {
+      const answer = await rawGet(`${kubelet.url}/pods`, {
+        caPem: kubelet.servingCertPem,
+        ...cluster.nodeClient,
+      });
+      assertEquals(answer.body, '{"kind":"PodList","apiVersion":"v1","metadata":{},"items":null}');
+    },
+  );
+});
+
 Deno.test("sim kubelet answers errors in plain text, as the kubelet does", async () => {
   const cluster = await simCluster();
   await using(

@@ -1,108 +1,15 @@
 /**
  * The CRI client and the embedded schema against a real containerd (Debian's 1.6, which CI
- * installs with apt), started privately: its root, state and sockets live in a temp dir.
+ * installs with apt), started privately (tests/helpers/containerd.ts): empty lists, restarts,
+ * and the running rule on real sandboxes and containers in every state.
  */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
-import { connectRuntime, type RuntimeClient } from "../../lib/sources/cri.ts";
-import type { SourceResult } from "../../lib/sources/types.ts";
+import { connectRuntime } from "../../lib/sources/cri.ts";
+import { firstAnswer, withContainerd } from "../helpers/containerd.ts";
+import { CriPods } from "../helpers/cri_pods.ts";
 import { criCall } from "./cri_call.ts";
 
 const TIMEOUT_MS = 5_000;
-/** How long containerd may take to serve CRI: 100 polls, 100 ms apart. */
-const STARTUP_POLLS = 100;
-
-interface Containerd {
-  endpoint: string;
-  /** containerd's log so far, for failure messages. */
-  log(): string;
-  /** Stops containerd with `signal` (SIGKILL: a crash; SIGTERM: an upgrade, a graceful stop)
-   *  and starts it again on the same socket. */
-  restart(signal: "SIGKILL" | "SIGTERM"): Promise<void>;
-}
-
-async function withContainerd(test: (containerd: Containerd) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "ctd-" });
-  const socket = `${dir}/containerd.sock`;
-  // Everything containerd would write under /var/lib, /run or /opt goes to the temp dir.
-  await Deno.writeTextFile(
-    `${dir}/config.toml`,
-    [
-      `version = 2`,
-      `root = "${dir}/root"`,
-      `state = "${dir}/state"`,
-      `[grpc]`,
-      `  address = "${socket}"`,
-      `[ttrpc]`,
-      `  address = "${socket}.ttrpc"`,
-      `[plugins."io.containerd.internal.v1.opt"]`,
-      `  path = "${dir}/opt"`,
-      `[plugins."io.containerd.grpc.v1.cri"]`,
-      `  stream_server_address = "127.0.0.1"`,
-      `  stream_server_port = "0"`,
-    ].join("\n") + "\n",
-  );
-  let log = "";
-  let running: { child: Deno.ChildProcess; logged: Promise<void> } | undefined;
-  const start = () => {
-    let child: Deno.ChildProcess;
-    try {
-      child = new Deno.Command("containerd", {
-        args: ["--config", `${dir}/config.toml`],
-        stdin: "null",
-        stdout: "null",
-        stderr: "piped",
-      }).spawn();
-    } catch (error) {
-      throw new Error(
-        `containerd is not installed (${error}); install it with "apt-get install containerd" ` +
-          `(CI does): this test needs a real runtime`,
-      );
-    }
-    const logged = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
-      new WritableStream({ write: (chunk) => void (log += chunk) }),
-    );
-    running = { child, logged };
-  };
-  const stop = async (signal: Deno.Signal) => {
-    if (!running) return;
-    try {
-      running.child.kill(signal);
-    } catch {
-      // It has already exited; its log says why.
-    }
-    await running.child.status;
-    await running.logged;
-    running = undefined;
-  };
-  try {
-    start();
-    await test({
-      endpoint: `unix://${socket}`,
-      log: () => log,
-      restart: async (signal) => {
-        await stop(signal);
-        start();
-      },
-    });
-  } finally {
-    await stop("SIGTERM");
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-/** Polls until containerd serves CRI (it listens before its CRI plugin is initialised). */
-async function firstAnswer(client: RuntimeClient, containerd: Containerd) {
-  let result: SourceResult<unknown> | undefined;
-  for (let poll = 0; poll < STARTUP_POLLS; poll++) {
-    result = await client.listRunningPods();
-    if (result.ok) return result.value;
-    if (result.failure.kind !== "unreachable" && result.failure.kind !== "server-error") break;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(
-    `containerd did not serve CRI: ${JSON.stringify(result)}\ncontainerd log:\n${containerd.log()}`,
-  );
-}
 
 Deno.test("real containerd: version, empty pod lists, unknown sandbox", async () => {
   await withContainerd(async (containerd) => {
@@ -149,3 +56,59 @@ for (const [signal, how] of [["SIGKILL", "a crash"], ["SIGTERM", "a graceful sto
     });
   });
 }
+
+Deno.test("real containerd: the running rule on real sandboxes and containers in every state", async () => {
+  await withContainerd(async (containerd) => {
+    const client = connectRuntime(containerd.endpoint, TIMEOUT_MS);
+    const logs = await Deno.makeTempDir({ prefix: "ctd-logs-" });
+    const pods = new CriPods(containerd.endpoint, logs);
+    const running = async () =>
+      Object.fromEntries(
+        (await firstAnswer(client, containerd)).map((p) => [p.name, p.sandboxIds.length]),
+      );
+    const ref = (name: string) => ({ namespace: "kube-system", name, uid: `uid-${name}` });
+    try {
+      await firstAnswer(client, containerd);
+      await containerd.importTestImage();
+      // A pod that ran before a power cut: its sandbox NOTREADY, its container EXITED.
+      const before = await pods.runSandbox(ref("rebooted"));
+      await pods.startContainer(await pods.createContainer(before, ref("rebooted"), "main"));
+      await pods.stopSandbox(before);
+      // The runtime keeps them across its own restart, as across the node's.
+      await containerd.restart("SIGTERM");
+      assertEquals(await running(), {});
+
+      // The kubelet makes a new sandbox: ready, no container yet.
+      const now = await pods.runSandbox(ref("rebooted"), 1);
+      const other = await pods.runSandbox(ref("started"));
+      assertEquals(await running(), {});
+      const created = await pods.createContainer(now, ref("rebooted"), "main", 1);
+      const started = await pods.createContainer(other, ref("started"), "main");
+      assertEquals(await running(), { rebooted: 1, started: 1 });
+      await pods.startContainer(started);
+      await pods.startContainer(created);
+      assertEquals(await running(), { rebooted: 1, started: 1 });
+      // Exited (say, its port was taken) while its sandbox is ready: still counts.
+      await pods.stopContainer(started);
+      assertEquals(await running(), { rebooted: 1, started: 1 });
+
+      // runtime.v1alpha2 names the states the same; the schema is shared.
+      for (const api of ["v1", "v1alpha2"] as const) {
+        const { containers } = await criCall(containerd.endpoint, api, "ListContainers", {}) as {
+          containers: { id: string; state: string }[];
+        };
+        const states = Object.fromEntries(containers.map((c) => [c.id, c.state]));
+        assertEquals([states[created], states[started]], [
+          "CONTAINER_RUNNING",
+          "CONTAINER_EXITED",
+        ], api);
+        assertEquals(Object.values(states).filter((s) => s === "CONTAINER_EXITED").length, 2);
+      }
+    } finally {
+      await pods.removeAll();
+      pods.close();
+      client.close();
+      await Deno.remove(logs, { recursive: true });
+    }
+  });
+});

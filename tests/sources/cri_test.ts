@@ -1,6 +1,12 @@
 /** The CRI client against the simulated runtime: a real gRPC server on a real unix socket. */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
-import { connectRuntime, parseSandboxInfo, type RuntimeClient } from "../../lib/sources/cri.ts";
+import {
+  connectRuntime,
+  type ContainerEntry,
+  parseSandboxInfo,
+  runningPods,
+  type RuntimeClient,
+} from "../../lib/sources/cri.ts";
 import { type CriSimOptions, CriSimServer, type SimPod } from "../../lib/sim/cri_server.ts";
 import type { CriApiVersion } from "../../lib/sources/cri_proto.ts";
 import type { SourceResult } from "../../lib/sources/types.ts";
@@ -46,42 +52,105 @@ function failureOf<T>(result: SourceResult<T>): { kind: string; source: string }
   return { kind: result.failure.kind, source: result.failure.source };
 }
 
+/** A sandbox of a running pod: ready, with its container running. */
 function pod(id: string, fields: Partial<SimPod> = {}): SimPod {
   const [namespace, name] = id.split("/");
-  return { namespace, name, uid: `uid-${name}`, ready: true, ...fields };
+  return {
+    namespace,
+    name,
+    uid: `uid-${name}`,
+    ready: true,
+    containers: [{ name: "main", state: "running" }],
+    ...fields,
+  };
 }
 
-Deno.test("running pods: a ready sandbox or a running container, grouped by pod labels", async () => {
+/** A container of one pod, in a sandbox, in a state. */
+function entry(sandboxId: string, state: string | number): ContainerEntry {
+  const labels = {
+    "io.kubernetes.pod.namespace": "kube-system",
+    "io.kubernetes.pod.name": "p",
+    "io.kubernetes.pod.uid": "uid-p",
+  };
+  return { sandboxId, state, labels };
+}
+
+Deno.test("the running rule: a running container anywhere, or a created or exited one in a ready sandbox", () => {
+  const table: [string, ContainerEntry[], string[][]][] = [
+    ["no containers (a ready sandbox alone)", [], []],
+    ["running in a ready sandbox", [entry("ready", "CONTAINER_RUNNING")], [["ready"]]],
+    ["running in a sandbox not ready", [entry("old", "CONTAINER_RUNNING")], [["old"]]],
+    ["created in a ready sandbox", [entry("ready", "CONTAINER_CREATED")], [["ready"]]],
+    ["exited in a ready sandbox (its port taken)", [entry("ready", "CONTAINER_EXITED")], [[
+      "ready",
+    ]]],
+    ["exited in a sandbox not ready (after a power cut)", [entry("old", "CONTAINER_EXITED")], []],
+    ["created in a sandbox not ready", [entry("old", "CONTAINER_CREATED")], []],
+    ["unknown states, even in a ready sandbox", [
+      entry("ready", "CONTAINER_UNKNOWN"),
+      entry("ready", 7),
+    ], []],
+    ["an old exited sandbox and a new one: only the new one is named", [
+      entry("old", "CONTAINER_EXITED"),
+      entry("ready", "CONTAINER_RUNNING"),
+      entry("ready", "CONTAINER_EXITED"),
+    ], [["ready"]]],
+  ];
+  for (const [label, containers, want] of table) {
+    assertEquals(runningPods(new Set(["ready"]), containers).map((p) => p.sandboxIds), want, label);
+  }
+});
+
+Deno.test("running pods over CRI: the rule on every state, grouped by the containers' pod labels", async () => {
   const pods = [
-    pod("kube-system/ready-sandbox"),
+    pod("kube-system/ready-sandbox", { containers: [] }),
     pod("kube-system/running-container", {
       ready: false,
-      containers: [{ name: "main", running: true }],
+      containers: [{ name: "main", state: "running" }],
     }),
-    pod("kube-system/stopped", { ready: false, containers: [{ name: "main", running: false }] }),
+    pod("kube-system/stopped", { ready: false, containers: [{ name: "main", state: "exited" }] }),
+    pod("kube-system/created", { containers: [{ name: "main", state: "created" }] }),
+    pod("kube-system/port-in-use", {
+      containers: [{ name: "main", state: "exited" }, {
+        name: "main",
+        state: "exited",
+        attempt: 1,
+      }],
+    }),
     pod("default/no-labels", { labels: {} }),
     pod("default/no-uid-label", {
       labels: { "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.name": "x" },
     }),
-    // A pod whose old sandbox stopped while a new one is ready: both are its sandboxes.
-    pod("kube-system/restarted", { sandboxId: "old", ready: false, containers: [] }),
+    // A pod whose old sandbox stopped while a new one is ready: both are its sandboxes when their
+    // containers count.
+    pod("kube-system/restarted", {
+      sandboxId: "old",
+      ready: false,
+      containers: [{ name: "a", state: "exited" }],
+    }),
     pod("kube-system/restarted", {
       sandboxId: "new",
-      containers: [{ name: "a", running: true }, { name: "b", running: true }],
+      containers: [{ name: "a", state: "running" }, { name: "b", state: "created" }],
     }),
     pod("kube-system/restarted", {
       sandboxId: "older",
       ready: false,
-      containers: [{ name: "a", running: true }],
+      containers: [{ name: "a", state: "running" }],
     }),
   ];
   await withRuntime(pods, async ({ client }) => {
     assertEquals(value(await client.listRunningPods()), [
       {
         namespace: "kube-system",
-        name: "ready-sandbox",
-        uid: "uid-ready-sandbox",
-        sandboxIds: ["sandbox-uid-ready-sandbox"],
+        name: "created",
+        uid: "uid-created",
+        sandboxIds: ["sandbox-uid-created"],
+      },
+      {
+        namespace: "kube-system",
+        name: "port-in-use",
+        uid: "uid-port-in-use",
+        sandboxIds: ["sandbox-uid-port-in-use"],
       },
       {
         namespace: "kube-system",
@@ -97,6 +166,18 @@ Deno.test("running pods: a ready sandbox or a running container, grouped by pod 
       },
     ]);
   });
+});
+
+Deno.test("running pods over CRI: v1alpha2 names the states alike", async () => {
+  const pods = [
+    pod("kube-system/created", { containers: [{ name: "main", state: "created" }] }),
+    pod("kube-system/exited", { containers: [{ name: "main", state: "exited" }] }),
+    pod("kube-system/stale", { ready: false, containers: [{ name: "main", state: "exited" }] }),
+  ];
+  await withRuntime(pods, async ({ sim, client }) => {
+    assertEquals(value(await client.listRunningPods()).map((p) => p.name), ["created", "exited"]);
+    assertEquals(sim.calls().filter((c) => c.includes("v1alpha2")).length, 3);
+  }, { apiVersions: ["v1alpha2"] });
 });
 
 Deno.test("running pods: two uids of one namespace/name are two pods", async () => {

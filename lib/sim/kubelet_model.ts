@@ -1,0 +1,452 @@
+/**
+ * What the simulated kubelet does with pods, sync by sync, on the node's clock: the parts of
+ * pkg/kubelet that decide whether a control plane comes back after an outage.
+ *
+ * - Admission (kubelet.go HandlePodAdditions, lifecycle/predicate.go): the file source's pods
+ *   before the API server's; a pod declaring a host port that an admitted pod declares is
+ *   rejected (the NodePorts predicate): Failed, reason NodePorts, never run, never retried.
+ * - One ready sandbox per pod; after a power cut a new one (the old ones stay, NOTREADY, their
+ *   containers EXITED, as containerd keeps them).
+ * - A container of a pod from the API server cannot be made before the kubelet has read the
+ *   services once (CreateContainerConfigError); a sync that failed is tried again after a fixed
+ *   period (pod_workers.go backOffPeriod, without its jitter).
+ * - A container whose program finds its host port taken exits. An exited container is started
+ *   again at once the first time, then after the restart back-off (kuberuntime_manager.go
+ *   doBackOff with flowcontrol.Backoff: 10 s, doubling, at most 5 min, forgotten after twice
+ *   the maximum without a restart).
+ * - A pod that no source lists any more is killed: its containers exit, its sandbox stops.
+ *
+ * Left out: init containers, restart policies other than Always, probes, garbage collection.
+ */
+import { asArray, isObject, type Json } from "../core/json.ts";
+import { type Pod, podId } from "../core/pod.ts";
+import { declaredHostPorts, type HostPort } from "../core/ports.ts";
+import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
+import type { SimContainerState, SimPod } from "./cri_server.ts";
+
+export interface KubeletTimings {
+  /** After the API server answers again, how long until the kubelet has read the services. */
+  servicesReadAfterMs: number;
+  /** When a sync failed, the next one (the kubelet waits 10 s plus up to 50% jitter). */
+  syncRetryMs: number;
+  /** The first restart back-off; it doubles with every restart. */
+  restartBackoffMs: number;
+  maxRestartBackoffMs: number;
+}
+
+export const KUBELET_TIMINGS: KubeletTimings = {
+  servicesReadAfterMs: 0,
+  syncRetryMs: 10_000,
+  restartBackoffMs: 10_000,
+  maxRestartBackoffMs: 300_000,
+};
+
+/** What the kubelet writes into a pod's status when its admission refuses it. */
+export const NODE_PORTS_REJECTION = {
+  reason: "NodePorts",
+  message: "Pod was rejected: Predicate NodePorts failed",
+};
+
+const SERVICES_NOT_READ = {
+  reason: "CreateContainerConfigError",
+  message: "services have not yet been read at least once, cannot construct envvars",
+};
+
+export type KubeletEventKind =
+  | "admitted"
+  | "rejected"
+  | "sandbox-ready"
+  | "container-running"
+  | "container-exited"
+  | "waiting"
+  | "killed";
+
+export interface KubeletEvent {
+  at: Instant;
+  /** namespace/name, as the kubelet names the pod (a static pod with its node suffix). */
+  pod: string;
+  event: KubeletEventKind;
+  container?: string;
+  detail?: string;
+}
+
+/** What a program listens on: a host port whenever its pod runs on the host network. */
+export type ListensOn = (container: Json) => { protocol: string; port: number }[];
+
+export interface PodSources {
+  /** The pods the API server binds to the node; undefined when it cannot be asked. */
+  api?: Pod[];
+  /** The static pods of the manifest dir, as the kubelet shows them. */
+  files: Pod[];
+}
+
+interface ContainerRecord {
+  name: string;
+  attempt: number;
+  state: SimContainerState;
+  finishedAt?: Instant;
+}
+
+interface Sandbox {
+  pod: Pod;
+  attempt: number;
+  ready: boolean;
+  containers: ContainerRecord[];
+  network: Pick<SimPod, "network" | "portMappings">;
+}
+
+interface Waiting {
+  reason: string;
+  message: string;
+}
+
+interface ManagedPod {
+  pod: Pod;
+  source: "file" | "api";
+  /** Refused at admission, or over before the kubelet started: it never runs. */
+  terminal?: Waiting;
+  /** A failed sync is tried again then, and not before. */
+  retryAt?: Instant;
+  waiting: Map<string, Waiting>;
+}
+
+interface Backoff {
+  backoffMs: number;
+  lastUpdate: Instant;
+}
+
+/** How the kubelet tells pods apart; a pod without a uid (as tests write them) by its id. */
+export function uidOf(pod: Pod): string {
+  return pod.metadata.uid ?? podId(pod);
+}
+
+function containersOf(pod: Pod): Json[] {
+  return asArray(isObject(pod.spec) ? pod.spec.containers : undefined);
+}
+
+function isTerminal(pod: Pod): boolean {
+  const phase = isObject(pod.status) ? pod.status.phase : undefined;
+  return phase === "Failed" || phase === "Succeeded";
+}
+
+/** HostPortInfo.CheckConflict: the same protocol and port, on the same or any address. */
+function hostPortsConflict(wanted: HostPort[], used: HostPort[]): boolean {
+  const ip = (p: HostPort) => p.hostIP || "0.0.0.0";
+  const protocol = (p: HostPort) => p.protocol || "TCP";
+  return wanted.some((w) =>
+    used.some((u) =>
+      protocol(u) === protocol(w) && u.hostPort === w.hostPort &&
+      (ip(w) === "0.0.0.0" || ip(u) === "0.0.0.0" || ip(u) === ip(w))
+    )
+  );
+}
+
+/** Whole seconds as Go's time.Duration prints them: 40s, 1m20s, 5m0s. */
+function goDuration(ms: number): string {
+  const seconds = Math.floor(ms / 1000);
+  return seconds < 60 ? `${seconds}s` : `${Math.floor(seconds / 60)}m${seconds % 60}s`;
+}
+
+function millis(ms: number): bigint {
+  return BigInt(ms) * NANOS_PER_MILLI;
+}
+
+export class KubeletModel {
+  readonly events: KubeletEvent[] = [];
+  readonly #timings: KubeletTimings;
+  readonly #listensOn: ListensOn;
+  /** The runtime's sandboxes, oldest first; they outlive the kubelet's memory. */
+  readonly #sandboxes: Sandbox[] = [];
+  #networks = 0;
+  /** What the kubelet knows, in memory: gone at every restart. */
+  readonly #pods = new Map<string, ManagedPod>();
+  readonly #backoff = new Map<string, Backoff>();
+  #apiPods: Pod[] = [];
+  #servicesReadAt: Instant | undefined;
+
+  constructor(timings: KubeletTimings, listensOn: ListensOn) {
+    this.#timings = timings;
+    this.#listensOn = listensOn;
+  }
+
+  /** The node loses power and boots: every process is gone, the kubelet starts afresh. */
+  powerCut(now: Instant): void {
+    for (const sandbox of this.#sandboxes) this.#stop(sandbox, now);
+    this.#pods.clear();
+    this.#backoff.clear();
+    this.#apiPods = [];
+    this.#servicesReadAt = undefined;
+  }
+
+  /** One round of the kubelet at `now`: its sources read, every pod that is due synced. */
+  sync(now: Instant, sources: PodSources): void {
+    if (sources.api) {
+      this.#apiPods = sources.api;
+      this.#servicesReadAt ??= now + millis(this.#timings.servicesReadAfterMs);
+    } else if (this.#servicesReadAt !== undefined && this.#servicesReadAt > now) {
+      // The list of services broke off with the API server: it starts again when it is back.
+      this.#servicesReadAt = undefined;
+    }
+    const listed = [
+      ...sources.files.map((pod) => ({ pod, source: "file" as const })),
+      ...this.#apiPods.map((pod) => ({ pod, source: "api" as const })),
+    ];
+    const uids = new Set(listed.map(({ pod }) => uidOf(pod)));
+    for (const [uid, managed] of this.#pods) {
+      if (uids.has(uid)) continue;
+      this.#pods.delete(uid);
+      this.#kill(managed.pod, now);
+    }
+    for (const { pod, source } of listed) {
+      const managed = this.#pods.get(uidOf(pod));
+      if (managed) managed.pod = pod;
+      else this.#admit(pod, source, now);
+    }
+    for (const managed of this.#pods.values()) {
+      if (managed.terminal || (managed.retryAt !== undefined && managed.retryAt > now)) continue;
+      this.#syncPod(managed, now);
+    }
+  }
+
+  #admit(pod: Pod, source: ManagedPod["source"], now: Instant) {
+    const managed: ManagedPod = { pod, source, waiting: new Map() };
+    if (isTerminal(pod)) {
+      // A pod the API server says is over stays over: a kubelet never runs it again.
+      managed.terminal = {
+        reason: String((pod.status as Json).reason ?? ""),
+        message: String((pod.status as Json).message ?? ""),
+      };
+    } else {
+      const used = [...this.#pods.values()]
+        .filter((other) => !other.terminal)
+        .flatMap((other) => declaredHostPorts(other.pod, ["containers"]));
+      if (hostPortsConflict(declaredHostPorts(pod, ["containers"]), used)) {
+        managed.terminal = NODE_PORTS_REJECTION;
+        this.#event(now, pod, "rejected", { detail: NODE_PORTS_REJECTION.message });
+      } else {
+        this.#event(now, pod, "admitted");
+      }
+    }
+    this.#pods.set(uidOf(pod), managed);
+  }
+
+  #syncPod(managed: ManagedPod, now: Instant) {
+    const { pod } = managed;
+    let sandbox = this.#latestSandbox(pod);
+    if (!sandbox?.ready) {
+      sandbox = {
+        pod,
+        attempt: sandbox ? sandbox.attempt + 1 : 0,
+        ready: true,
+        containers: [],
+        network: this.#network(pod),
+      };
+      this.#sandboxes.push(sandbox);
+      this.#event(now, pod, "sandbox-ready");
+    }
+    let failed = false;
+    const waited = new Map(managed.waiting);
+    managed.waiting.clear();
+    for (const spec of containersOf(pod)) {
+      const name = String(spec.name);
+      const current = sandbox.containers.findLast((c) => c.name === name);
+      if (current?.state === "running") continue;
+      const wait = this.#mustWait(managed, name, current, now);
+      if (wait) {
+        managed.waiting.set(name, wait);
+        if (waited.get(name)?.reason !== wait.reason) {
+          this.#event(now, pod, "waiting", { container: name, detail: wait.reason });
+        }
+        failed = true;
+        continue;
+      }
+      this.#start(sandbox, spec, current, now);
+    }
+    managed.retryAt = failed ? now + millis(this.#timings.syncRetryMs) : undefined;
+  }
+
+  /** Why a container that does not run is not started now; undefined when it is (again). */
+  #mustWait(
+    managed: ManagedPod,
+    name: string,
+    current: ContainerRecord | undefined,
+    now: Instant,
+  ): Waiting | undefined {
+    if (current?.state === "exited") {
+      const key = `${uidOf(managed.pod)}/${name}`;
+      const delay = this.#backoffLeft(key, current.finishedAt!, now);
+      if (delay !== undefined) {
+        return {
+          reason: "CrashLoopBackOff",
+          message: `back-off ${goDuration(delay)} restarting failed container=${name} pod=${
+            podId(managed.pod)
+          }`,
+        };
+      }
+    }
+    const servicesRead = this.#servicesReadAt !== undefined && this.#servicesReadAt <= now;
+    if (managed.source === "api" && !servicesRead) return SERVICES_NOT_READ;
+    return undefined;
+  }
+
+  /**
+   * flowcontrol.Backoff as doBackOff uses it: in back-off while less than the current delay has
+   * passed since the container finished; otherwise the delay grows for next time (and this
+   * restart goes ahead). Returns the delay being waited out, if any.
+   */
+  #backoffLeft(key: string, finishedAt: Instant, now: Instant): number | undefined {
+    const { restartBackoffMs: initial, maxRestartBackoffMs: max } = this.#timings;
+    const entry = this.#backoff.get(key);
+    const expired = !entry || finishedAt - entry.lastUpdate > millis(2 * max);
+    if (!expired && now - finishedAt < millis(entry.backoffMs)) return entry.backoffMs;
+    this.#backoff.set(key, {
+      backoffMs: expired ? initial : Math.min(entry.backoffMs * 2, max),
+      lastUpdate: now,
+    });
+    return undefined;
+  }
+
+  #start(sandbox: Sandbox, spec: Json, current: ContainerRecord | undefined, now: Instant) {
+    const taken = this.#binds(sandbox.pod, spec).filter((port) => this.#boundPorts().has(port));
+    const container: ContainerRecord = {
+      name: String(spec.name),
+      attempt: current ? current.attempt + 1 : 0,
+      state: taken.length > 0 ? "exited" : "running",
+      ...(taken.length > 0 ? { finishedAt: now } : {}),
+    };
+    sandbox.containers.push(container);
+    this.#event(
+      now,
+      sandbox.pod,
+      taken.length > 0 ? "container-exited" : "container-running",
+      {
+        container: container.name,
+        ...(taken.length > 0 ? { detail: `address already in use: ${taken.join(", ")}` } : {}),
+      },
+    );
+  }
+
+  /** Host ports the program of a container binds. */
+  #binds(pod: Pod, spec: Json): string[] {
+    const hostNetwork = isObject(pod.spec) && pod.spec.hostNetwork === true;
+    if (!hostNetwork) return [];
+    return this.#listensOn(spec).map((p) => `${p.port}/${p.protocol || "TCP"}`);
+  }
+
+  #boundPorts(): Set<string> {
+    const bound = new Set<string>();
+    for (const sandbox of this.#sandboxes) {
+      for (const container of sandbox.containers) {
+        if (container.state !== "running") continue;
+        const spec = containersOf(sandbox.pod).find((c) => c.name === container.name);
+        for (const port of spec ? this.#binds(sandbox.pod, spec) : []) bound.add(port);
+      }
+    }
+    return bound;
+  }
+
+  #latestSandbox(pod: Pod): Sandbox | undefined {
+    return this.#sandboxes.findLast((s) => uidOf(s.pod) === uidOf(pod));
+  }
+
+  #kill(pod: Pod, now: Instant) {
+    for (const sandbox of this.#sandboxes) {
+      if (uidOf(sandbox.pod) === uidOf(pod)) this.#stop(sandbox, now);
+    }
+    this.#event(now, pod, "killed");
+  }
+
+  #stop(sandbox: Sandbox, now: Instant) {
+    sandbox.ready = false;
+    for (const container of sandbox.containers) {
+      if (container.state === "exited") continue;
+      container.state = "exited";
+      container.finishedAt = now;
+    }
+  }
+
+  /** A network of its own for a pod off the host network, and the host ports it maps. */
+  #network(pod: Pod): Sandbox["network"] {
+    if (isObject(pod.spec) && pod.spec.hostNetwork === true) return {};
+    const index = this.#networks++;
+    const v4 = `10.88.0.${index + 2}`, v6 = `fd00:10:88::${(index + 2).toString(16)}`;
+    return {
+      network: {
+        netnsPath: `/var/run/netns/cni-${uidOf(pod)}`,
+        ips: [v4, v6],
+        interfaces: [{ name: "eth0", addresses: [`${v4}/16`, `${v6}/64`] }],
+      },
+      portMappings: declaredHostPorts(pod, ["containers"]).map((p) => ({
+        protocol: (p.protocol || "TCP").toLowerCase() as "tcp" | "udp" | "sctp",
+        containerPort: p.containerPort,
+        hostPort: p.hostPort,
+      })),
+    };
+  }
+
+  #event(
+    at: Instant,
+    pod: Pod,
+    event: KubeletEventKind,
+    extra: { container?: string; detail?: string } = {},
+  ) {
+    this.events.push({ at, pod: podId(pod), event, ...extra });
+  }
+
+  /** Whether a pod that `matches` has a running container. */
+  runs(matches: (pod: Pod) => boolean): boolean {
+    return this.#sandboxes.some((sandbox) =>
+      matches(sandbox.pod) && sandbox.containers.some((c) => c.state === "running")
+    );
+  }
+
+  /** The runtime's view: every sandbox with its containers. */
+  runtimePods(): SimPod[] {
+    return this.#sandboxes.map((sandbox) => ({
+      namespace: sandbox.pod.metadata.namespace,
+      name: sandbox.pod.metadata.name,
+      uid: uidOf(sandbox.pod),
+      attempt: sandbox.attempt,
+      ready: sandbox.ready,
+      containers: sandbox.containers.map(({ name, attempt, state }) => ({ name, attempt, state })),
+      ...sandbox.network,
+    }));
+  }
+
+  /** The pods from the API server the kubelet knows, with the status it reports for them. */
+  apiPods(): Pod[] {
+    return this.#apiPods.map((pod) => {
+      const managed = this.#pods.get(uidOf(pod));
+      return managed ? { ...pod, status: this.#status(managed) } : pod;
+    });
+  }
+
+  /** The status the kubelet reports, as its status manager writes it. */
+  #status(managed: ManagedPod): Json {
+    if (managed.terminal) return { phase: "Failed", ...managed.terminal };
+    const sandbox = this.#latestSandbox(managed.pod);
+    const containerStatuses = containersOf(managed.pod).map((spec) => {
+      const name = String(spec.name);
+      const current = sandbox?.containers.findLast((c) => c.name === name);
+      const waiting = managed.waiting.get(name);
+      const state = current?.state === "running"
+        ? { running: {} }
+        : waiting
+        ? { waiting }
+        : current
+        ? { terminated: { exitCode: 1, reason: "Error" } }
+        : { waiting: { reason: "ContainerCreating" } };
+      return {
+        name,
+        ready: current?.state === "running",
+        restartCount: current?.attempt ?? 0,
+        state,
+      };
+    });
+    // Pending until every container was made once; Running after, restarts included.
+    const made = containersOf(managed.pod).every((spec) =>
+      sandbox?.containers.some((c) => c.name === String(spec.name))
+    );
+    return { phase: sandbox?.ready && made ? "Running" : "Pending", containerStatuses };
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * The simulated kubelet's pod lifecycle on a clock the test moves: admission (NodePorts), the
+ * wait for services, port-in-use exits with the restart back-off, kills and power cuts.
+ */
+import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import type { Pod } from "../../lib/core/pod.ts";
+import { millisBetween, SimClock } from "../../lib/sim/clock.ts";
+import {
+  KUBELET_TIMINGS,
+  KubeletModel,
+  type KubeletTimings,
+  NODE_PORTS_REJECTION,
+  type PodSources,
+} from "../../lib/sim/kubelet_model.ts";
+
+const APISERVER_IMAGE = "registry.k8s.io/kube-apiserver:v1.34.2";
+
+interface PodFields {
+  hostNetwork?: boolean;
+  ports?: Record<string, unknown>[];
+  image?: string;
+  status?: Record<string, unknown>;
+}
+
+function pod(id: string, fields: PodFields = {}): Pod {
+  const [namespace, name] = id.split("/");
+  return {
+    metadata: { namespace, name, uid: `uid-${name}` },
+    spec: {
+      hostNetwork: fields.hostNetwork ?? true,
+      containers: [{
+        name: "main",
+        image: fields.image ?? APISERVER_IMAGE,
+        ...(fields.ports ? { ports: fields.ports } : {}),
+      }],
+    },
+    ...(fields.status ? { status: fields.status } : {}),
+  };
+}
+
+/** The parent declares its port; its copy runs the same program and declares none. */
+const PARENT = pod("kube-system/kube-apiserver", {
+  ports: [{ name: "https", containerPort: 6443 }],
+});
+const COPY = pod("kube-system/kube-apiserver-cp-1");
+const OLD_COPY = pod("kube-system/kube-apiserver-cp-1", { ports: [{ containerPort: 6443 }] });
+
+class Kubelet {
+  readonly clock = new SimClock();
+  readonly model: KubeletModel;
+  sources: PodSources = { files: [] };
+
+  constructor(timings: Partial<KubeletTimings> = {}) {
+    this.model = new KubeletModel(
+      { ...KUBELET_TIMINGS, ...timings },
+      (container) => container.image === APISERVER_IMAGE ? [{ protocol: "TCP", port: 6443 }] : [],
+    );
+  }
+
+  sync(sources: Partial<PodSources> = {}) {
+    this.sources = { ...this.sources, ...sources };
+    this.model.sync(this.clock.now(), this.sources);
+  }
+
+  /** Seconds pass, the kubelet relisting every second. */
+  wait(seconds: number) {
+    for (let s = 0; s < seconds; s++) {
+      this.clock.advance(1_000);
+      this.sync();
+    }
+  }
+
+  /** Each container of the pod's newest sandbox, `state` or `state#attempt`. */
+  containers(name: string): string[] {
+    const sandbox = this.model.runtimePods().findLast((p) => p.name === name);
+    return (sandbox?.containers ?? []).map((c) => `${c.state}#${c.attempt}`);
+  }
+
+  status(name: string) {
+    return this.model.apiPods().find((p) => p.metadata.name === name)?.status;
+  }
+
+  /** Seconds since the start of the test at which the pod's container started. */
+  starts(name: string, since: bigint): number[] {
+    return this.model.events
+      .filter((e) =>
+        e.pod.endsWith(`/${name}`) &&
+        (e.event === "container-running" || e.event === "container-exited")
+      )
+      .map((e) => millisBetween(since, e.at) / 1000);
+  }
+}
+
+Deno.test("admission: a copy declaring the parent's host port gets the parent rejected for good (NodePorts)", () => {
+  const k = new Kubelet();
+  k.sync({ files: [OLD_COPY] });
+  k.sync({ api: [PARENT] });
+  assertEquals(k.status("kube-apiserver"), { phase: "Failed", ...NODE_PORTS_REJECTION });
+  assertEquals(k.model.runtimePods().map((p) => p.name), ["kube-apiserver-cp-1"]);
+  assertEquals(k.model.events.map((e) => [e.pod, e.event, e.detail]).slice(-1), [[
+    "kube-system/kube-apiserver",
+    "rejected",
+    "Pod was rejected: Predicate NodePorts failed",
+  ]]);
+  // Never retried, not even once the copy is gone: a rejected pod is over for the kubelet.
+  k.sync({ files: [] });
+  k.wait(600);
+  assertEquals(k.model.runtimePods().filter((p) => p.name === "kube-apiserver"), []);
+  // A kubelet that boots again reads the status from the API server and does not run it either.
+  const stored = { ...PARENT, status: k.status("kube-apiserver") };
+  k.model.powerCut(k.clock.now());
+  k.sync({ api: [stored] });
+  k.wait(60);
+  assertEquals(k.model.runtimePods().filter((p) => p.name === "kube-apiserver"), []);
+});
+
+Deno.test("admission: the same protocol and port conflict on the same or any address", () => {
+  const port = (fields: Record<string, unknown>) => ({ containerPort: 6443, ...fields });
+  const table: [string, Record<string, unknown>, Record<string, unknown>, boolean][] = [
+    ["both every address", port({}), port({}), true],
+    ["UDP beside TCP", port({ protocol: "UDP" }), port({}), false],
+    ["two addresses", port({ hostIP: "10.0.0.1" }), port({ hostIP: "10.0.0.2" }), false],
+    ["an address beside every address", port({ hostIP: "10.0.0.1" }), port({}), true],
+    ["every address beside an address", port({}), port({ hostIP: "10.0.0.1" }), true],
+    ["the copy declares none", {}, port({}), false],
+  ];
+  for (const [label, running, returning, rejected] of table) {
+    const k = new Kubelet();
+    const copyPorts = Object.keys(running).length > 0 ? [running] : undefined;
+    k.sync({ files: [pod("kube-system/copy", { ports: copyPorts, image: "other" })] });
+    k.sync({ api: [pod("kube-system/parent", { ports: [returning], image: "other" })] });
+    assertEquals(k.status("parent")?.phase === "Failed", rejected, label);
+  }
+});
+
+Deno.test("a pod from the API server gets its sandbox at once, its containers once the services are read", () => {
+  const k = new Kubelet({ servicesReadAfterMs: 2_000 });
+  const start = k.clock.now();
+  k.sync({ api: [PARENT], files: [pod("kube-system/etcd", { image: "etcd" })] });
+  // The static pod does not wait for the services.
+  assertEquals(k.containers("etcd"), ["running#0"]);
+  assertEquals(k.model.runtimePods().find((p) => p.name === "kube-apiserver")?.ready, true);
+  assertEquals(k.containers("kube-apiserver"), []);
+  assertEquals(k.status("kube-apiserver"), {
+    phase: "Pending",
+    containerStatuses: [{
+      name: "main",
+      ready: false,
+      restartCount: 0,
+      state: {
+        waiting: {
+          reason: "CreateContainerConfigError",
+          message: "services have not yet been read at least once, cannot construct envvars",
+        },
+      },
+    }],
+  });
+  // The services are read 2 s later, but the failed sync is only tried again after 10 s.
+  k.wait(9);
+  assertEquals(k.containers("kube-apiserver"), []);
+  k.wait(1);
+  assertEquals(k.containers("kube-apiserver"), ["running#0"]);
+  assertEquals(k.starts("kube-apiserver", start), [10]);
+  assertEquals(k.status("kube-apiserver")?.phase, "Running");
+});
+
+Deno.test("a container that finds its port taken exits; it is restarted at once, then after the back-off", () => {
+  const k = new Kubelet();
+  const start = k.clock.now();
+  k.sync({ files: [COPY] });
+  k.sync({ api: [PARENT] });
+  assertEquals(k.containers("kube-apiserver"), ["exited#0"]);
+  assertEquals(
+    k.model.events.findLast((e) => e.event === "container-exited")?.detail,
+    "address already in use: 6443/TCP",
+  );
+  k.wait(80);
+  // At once; then 10 s after the second exit (seen a second later, retried 10 s after that);
+  // then 20 s, 40 s, each found by the next sync after it has passed.
+  assertEquals(k.starts("kube-apiserver", start), [0, 1, 12, 33, 74]);
+  const waiting = (k.status("kube-apiserver") as { containerStatuses: { state: unknown }[] })
+    .containerStatuses[0].state;
+  assertEquals(waiting, {
+    waiting: {
+      reason: "CrashLoopBackOff",
+      message: "back-off 1m20s restarting failed container=main pod=kube-system/kube-apiserver",
+    },
+  });
+  // The copy goes: the next restart binds the port and stays up.
+  k.sync({ files: [] });
+  k.wait(90);
+  assertEquals(k.starts("kube-apiserver", start), [0, 1, 12, 33, 74, 155]);
+  assertEquals(k.containers("kube-apiserver").at(-1), "running#5");
+});
+
+Deno.test("the restart back-off stops doubling at its maximum", () => {
+  const k = new Kubelet({ restartBackoffMs: 10_000, maxRestartBackoffMs: 20_000 });
+  const start = k.clock.now();
+  k.sync({ files: [COPY], api: [PARENT] });
+  k.wait(120);
+  const starts = k.starts("kube-apiserver", start);
+  const gaps = starts.slice(1).map((t, i) => t - starts[i]);
+  assertEquals(gaps, [1, 11, 21, 21, 21, 21, 21]);
+});
+
+Deno.test("a pod no source lists is killed; a power cut leaves NOTREADY sandboxes with EXITED containers, and new ones follow", () => {
+  const k = new Kubelet();
+  k.sync({ files: [COPY], api: [pod("kube-system/scheduler", { image: "scheduler" })] });
+  k.sync({ files: [] });
+  assertEquals(
+    k.model.runtimePods().map((p) => [p.name, p.ready, p.containers!.map((c) => c.state)]),
+    [["kube-apiserver-cp-1", false, ["exited"]], ["scheduler", true, ["running"]]],
+  );
+  k.model.powerCut(k.clock.now());
+  k.sync({ api: undefined, files: [COPY] });
+  // Without the API server the kubelet knows only its static pods.
+  assertEquals(
+    k.model.runtimePods().map((p) => [p.name, p.attempt, p.ready, p.containers![0].state]),
+    [
+      ["kube-apiserver-cp-1", 0, false, "exited"],
+      ["scheduler", 0, false, "exited"],
+      ["kube-apiserver-cp-1", 1, true, "running"],
+    ],
+  );
+  k.sync({ api: [pod("kube-system/scheduler", { image: "scheduler" })] });
+  assertEquals(k.containers("scheduler"), ["running#0"]);
+  assertEquals(k.model.runtimePods().filter((p) => p.name === "scheduler").length, 2);
+});
