@@ -11,14 +11,15 @@
  */
 import { join } from "node:path";
 import { Agent } from "../../lib/agent.ts";
-import { openStores } from "../../lib/commands/run.ts";
-import { podId } from "../../lib/core/pod.ts";
+import { manifestFileName } from "../../lib/core/ids.ts";
+import { CHECKPOINT_ANNOTATION, podId } from "../../lib/core/pod.ts";
 import type { Instant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon.ts";
 import { createLogger } from "../../lib/log.ts";
 import { connectNode } from "../../lib/node.ts";
 import { millisBetween } from "../../lib/sim/clock.ts";
 import { SimNode } from "../../lib/sim/node.ts";
+import { AgentStores } from "../../lib/store/agent_stores.ts";
 import { POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL } from "../../lib/sources/cri.ts";
 import type { RuntimeClient } from "../../lib/sources/cri.ts";
 import { succeeded } from "../../lib/sources/types.ts";
@@ -121,12 +122,10 @@ export async function runDrill(options: DrillOptions): Promise<DrillResult> {
       ? sandboxCounts(sources.runtime, config.containerRuntimeEndpoint)
       : sources.runtime;
     const agent = new Agent({ config, sources: { ...sources, runtime }, clock: node.clock, log });
-    const stores = await openStores(config.stateDir, log);
+    const stores = await AgentStores.open(config.stateDir, log);
     const daemon = new Daemon({ agent, stores, config, clock: node.clock, log });
     const parents = node.parents.filter((p) =>
-      p.metadata.annotations?.[
-        "checkpointer.alpha.coreos.com/checkpoint"
-      ] === "true"
+      p.metadata.annotations?.[CHECKPOINT_ANNOTATION] === "true"
     );
     const ids = parents.map(podId).sort();
     const copyOf = (id: string) => `${id}-${node.nodeName}`;
@@ -135,7 +134,7 @@ export async function runDrill(options: DrillOptions): Promise<DrillResult> {
     await node.loseControlPlane();
     if (options.oldCopies) {
       for (const parent of parents) {
-        const file = join(config.inactiveDir, `${podId(parent).replace("/", "-")}.json`);
+        const file = join(config.inactiveDir, manifestFileName(podId(parent)));
         await restoreParentPorts(file, parent);
       }
     }
