@@ -89,9 +89,11 @@ Deno.test("getJson refuses a body that is not the expected JSON", async () => {
       messages[path] = f.message.slice(`GET ${peer.url}${path}: `.length);
     }
     assertEquals(messages, {
-      "/text": "body is not JSON: <html>proxy login</html>",
-      "/empty": "body is not JSON: (empty)",
-      "/wrong": "unexpected body: answer: expected number, received string",
+      "/text":
+        'body is not JSON (content-type text/plain; charset=utf-8): "<html>proxy login</html>"',
+      "/empty": 'body is not JSON (content-type text/plain; charset=utf-8): ""',
+      "/wrong":
+        'unexpected body: answer: expected number, received string: "{\\"answer\\":\\"forty-two\\"}"',
     });
   });
 });
