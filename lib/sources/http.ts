@@ -280,7 +280,9 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
   const route = target.proxy ?? { kind: "direct" };
   const proxy = route.kind === "proxy" ? route.proxy : undefined;
   const asked = proxy ? `GET ${href} via proxy ${describeProxy(proxy)}` : `GET ${href}`;
-  const fail = (kind: FailureKind, detail: string, status?: number, problem?: string) =>
+  // The problem is what went wrong without the URL: the same for every object of a peer that
+  // stopped answering.
+  const fail = (kind: FailureKind, detail: string, status?: number, problem = detail) =>
     failed<T>(target.source, kind, `${asked}: ${detail}`, status, problem);
 
   if (route.kind === "misconfigured") {
