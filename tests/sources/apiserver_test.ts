@@ -117,6 +117,60 @@ Deno.test("listNodePods during an outage is a failure of the right kind, never a
   });
 });
 
+Deno.test("a 200 that is an HTML page, a body cut short or another kind: unavailable, quoted", async () => {
+  await withApiServer(async ({ server, client }) => {
+    server.setPods([onNode("default/web", NODE_NAME)]);
+    server.setSecret("kube-system", "certs", { "tls.key": "key" });
+    const api = await client();
+    const cases = [
+      ["html", "not JSON (text/html)", '"<!DOCTYPE html>\\n<html><head><title>Service Unavailable'],
+      ["truncated", "body cut short", '"{\\"kind\\":\\"PodList\\",\\"apiVersion\\":\\"v1\\"'],
+      ["wrong-kind", 'unexpected body: kind: expected "PodList"', '"{\\"kind\\":\\"SecretList\\"'],
+    ] as const;
+    for (const [fault, problem, start] of cases) {
+      server.setFault(fault);
+      const f = failure(await api.listNodePods(NODE_NAME));
+      assertEquals([fault, f.kind, f.problem], [fault, "bad-response", problem]);
+      assert(f.message.includes(`: ${start}`), f.message);
+      // And the same for an object.
+      const secret = failure(await api.getSecret("kube-system", "certs"));
+      assertEquals([fault, secret.kind], [fault, "bad-response"]);
+    }
+    // Cut short: said at once, with what the promised length was.
+    server.setFault("truncated");
+    const cut = failure(await (await client({}, 60_000)).listNodePods(NODE_NAME));
+    assert(/body cut short after \d+ of \d+ bytes/.test(cut.message), cut.message);
+    server.setFault("none");
+    assertEquals(value(await api.listNodePods(NODE_NAME)).length, 1);
+  });
+});
+
+Deno.test('"items": null is an empty list, a list without items is not', async () => {
+  const bodies: Record<string, unknown> = {
+    "/null": { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: "7" }, items: null },
+    "/missing": { kind: "PodList", apiVersion: "v1", metadata: {} },
+  };
+  const peer = await startSimPeer({
+    handle: (request) => ({ status: 200, body: bodies[request.path] }),
+    failure: () => ({ status: 503, body: "" }),
+  });
+  try {
+    const list = (path: string) =>
+      getJson({ source: "apiserver", baseUrl: peer.url, timeoutMs: TIMEOUT_MS }, {
+        path,
+        schema: PodListSchema,
+      });
+    assertEquals(await list("/null"), { ok: true, value: [] });
+    const missing = failure(await list("/missing"));
+    assertEquals([missing.kind, missing.problem], [
+      "bad-response",
+      "unexpected body: items: missing (array)",
+    ]);
+  } finally {
+    await peer.close();
+  }
+});
+
 Deno.test("listNodePods times out on an API server that never answers", async () => {
   await withApiServer(async ({ server, client }) => {
     server.setFault("hang");
