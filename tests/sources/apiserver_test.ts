@@ -145,30 +145,40 @@ Deno.test("a 200 that is an HTML page, a body cut short or another kind: unavail
   });
 });
 
-Deno.test('"items": null is an empty list, a list without items is not', async () => {
-  const bodies: Record<string, unknown> = {
-    "/null": { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: "7" }, items: null },
-    "/missing": { kind: "PodList", apiVersion: "v1", metadata: {} },
-  };
+/** A peer answering 200 with `bodies[path]`, and a GET of a PodList from it. */
+async function withBodies(
+  bodies: Record<string, unknown>,
+  fn: (list: (path: string) => Promise<SourceResult<Pod[]>>) => Promise<void>,
+) {
   const peer = await startSimPeer({
     handle: (request) => ({ status: 200, body: bodies[request.path] }),
     failure: () => ({ status: 503, body: "" }),
   });
   try {
-    const list = (path: string) =>
+    await fn((path) =>
       getJson({ source: "apiserver", baseUrl: peer.url, timeoutMs: TIMEOUT_MS }, {
         path,
         schema: PodListSchema,
-      });
+      })
+    );
+  } finally {
+    await peer.close();
+  }
+}
+
+Deno.test('"items": null is an empty list, a list without items is not', async () => {
+  const bodies: Record<string, unknown> = {
+    "/null": { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: "7" }, items: null },
+    "/missing": { kind: "PodList", apiVersion: "v1", metadata: {} },
+  };
+  await withBodies(bodies, async (list) => {
     assertEquals(await list("/null"), { ok: true, value: [] });
     const missing = failure(await list("/missing"));
     assertEquals([missing.kind, missing.problem], [
       "bad-response",
       "unexpected body: items: missing (array)",
     ]);
-  } finally {
-    await peer.close();
-  }
+  });
 });
 
 Deno.test("listNodePods times out on an API server that never answers", async () => {
@@ -304,16 +314,7 @@ Deno.test("a PodList with an item that is not a pod is refused, naming the item'
     },
     "/scalar": { kind: "PodList", items: [7] },
   };
-  const peer = await startSimPeer({
-    handle: (request) => ({ status: 200, body: bodies[request.path] }),
-    failure: () => ({ status: 503, body: "" }),
-  });
-  try {
-    const list = (path: string) =>
-      getJson({ source: "apiserver", baseUrl: peer.url, timeoutMs: TIMEOUT_MS }, {
-        path,
-        schema: PodListSchema,
-      });
+  await withBodies(bodies, async (list) => {
     const messages: Record<string, string> = {};
     for (const path of Object.keys(bodies)) {
       const f = failure(await list(path));
@@ -325,9 +326,7 @@ Deno.test("a PodList with an item that is not a pod is refused, naming the item'
       "/labels": "unexpected body: items[2].metadata.labels.tier: expected string, received number",
       "/scalar": "unexpected body: items[0]: expected object, received number",
     });
-  } finally {
-    await peer.close();
-  }
+  });
 });
 
 Deno.test("PodListSchema keeps the parsed items themselves, every field included", () => {
