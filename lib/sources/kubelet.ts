@@ -113,9 +113,11 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
     // The token is written only once the handshake has verified the certificate.
     const result = await getJson(verifying, { path: "/pods", schema: PodListSchema, bearerToken });
     if (result.ok || result.failure.problem !== CERTIFICATE_NOT_VERIFIED) return result;
+    // What the handshake said, without the request (and proxy) it was said of.
+    const said = result.failure.message.slice(result.failure.message.indexOf(": ") + 2);
     const against = `the kubelet's serving certificate could not be verified against ${
       describeCa(ca, creds)
-    } (${result.failure.message.slice(`${pods}: `.length)})`;
+    } (${said})`;
     if (hasToken) return tokenNotSent(against);
     if (ca.kind === "file") {
       return failed("kubelet", "misconfigured", `${pods}: ${against}: ${HOW_TO_VERIFY}`);
