@@ -48,7 +48,13 @@ import type { Logger } from "./log.ts";
 import type { ApiServerClient } from "./sources/apiserver.ts";
 import type { RunningPod, RuntimeClient } from "./sources/cri.ts";
 import type { KubeletClient } from "./sources/kubelet.ts";
-import { isConfigurationFailure, type SourceFailure, type SourceResult } from "./sources/types.ts";
+import {
+  type FailureKind,
+  isConfigurationFailure,
+  type SourceFailure,
+  type SourceName,
+  type SourceResult,
+} from "./sources/types.ts";
 import type { AgentStores, StoreName, Unrecorded } from "./store/agent_stores.ts";
 import { mapConcurrent } from "./store/map_concurrent.ts";
 import { SANDBOX_CHECKPOINT_VERSION } from "./store/sandbox_checkpoint.ts";
@@ -143,6 +149,19 @@ type Outcome = Pick<PassReport, "applied" | "errors">;
  * refresh opens to the API server at once.
  */
 const CHECKPOINTS_IN_FLIGHT = 8;
+
+/** What one pass's refresh of secrets and configmaps has learnt so far. */
+interface Refresh {
+  apiUnavailable: boolean;
+}
+
+/** Failures of a GET that say the API server cannot answer now, rather than about one object. */
+const API_UNAVAILABLE: ReadonlySet<FailureKind> = new Set<FailureKind>([
+  "unreachable",
+  "timeout",
+  "server-error",
+  "bad-response",
+]);
 
 function millis(ms: number): bigint {
   return BigInt(Math.round(ms)) * NANOS_PER_MILLI;
@@ -247,6 +266,11 @@ export class Agent {
   readonly #saidNames = new Map<string, string>();
   /** Whether this process has swept both manifest dirs of temp files a crash left. */
   #swept = false;
+  /** Passes so far, and the failures logged (source/kind/problem) with the pass last seen in. */
+  #passes = 0;
+  readonly #problemsSeen = new Map<string, number>();
+  /** Sources whose observation failed in the previous pass. */
+  #failingSources = new Set<SourceName>();
 
   constructor(opts: AgentOptions) {
     this.#opts = opts;
@@ -310,7 +334,7 @@ export class Agent {
     const bytesBefore = totalBytesWritten();
     const obs = await this.observe(readTracked);
     const apiAvailable = obs.input.observations.apiAvailable;
-    for (const failure of obs.failures) this.#logFailure(failure, apiAvailable);
+    this.#logFailures(obs.failures, apiAvailable);
     for (const p of obs.manifestProblems) log.warn("manifest is not a pod; left alone", p);
 
     const result = runPass(obs.input);
@@ -351,14 +375,42 @@ export class Agent {
     return report;
   }
 
+  /** The observation's failures, once per pass; also says which sources answer again. */
+  #logFailures(failures: SourceFailure[], apiAvailable: boolean) {
+    this.#passes++;
+    for (const [problem, pass] of this.#problemsSeen) {
+      if (pass < this.#passes - 1) this.#problemsSeen.delete(problem);
+    }
+    const failing = new Set(failures.map((failure) => failure.source));
+    for (const source of this.#failingSources) {
+      if (!failing.has(source)) this.#opts.log.info("source answers again", { source });
+    }
+    this.#failingSources = failing;
+    for (const failure of failures) this.#logFailure(failure, apiAvailable);
+  }
+
+  /**
+   * A failure is said at warn (error when the configuration must change) when it is new: not
+   * seen, with the same source, kind and problem, in this pass or the previous one. While it
+   * repeats it is said at debug, so a node in an outage does not log the same lines every pass.
+   */
   #logFailure(failure: SourceFailure, apiAvailable: boolean) {
+    const { log } = this.#opts;
+    const problem = `${failure.source}/${failure.kind}/${failure.problem ?? failure.message}`;
+    const seen = this.#problemsSeen.has(problem);
+    this.#problemsSeen.set(problem, this.#passes);
     const fields = { source: failure.source, kind: failure.kind, error: failure.message };
+    if (seen) return log.debug("source still failing", fields);
     // The kubelet authorizes through the API server: refusals during an outage are the outage.
-    const outage = failure.source === "kubelet" && !apiAvailable;
-    if (isConfigurationFailure(failure) && !outage) {
-      this.#opts.log.error("credentials refused: check the kubeconfig and RBAC", fields);
+    const outage = failure.source === "kubelet" && !apiAvailable &&
+      failure.kind !== "misconfigured";
+    if (!isConfigurationFailure(failure) || outage) {
+      log.warn("source unavailable this pass", fields);
+    } else if (failure.kind === "misconfigured") {
+      // The message says what to fix: a kubeconfig field, a proxy variable, kubeletCaFile.
+      log.error("source not asked: fix the configuration the error names", fields);
     } else {
-      this.#opts.log.warn("source unavailable this pass", fields);
+      log.error("credentials refused: check the kubeconfig and RBAC", fields);
     }
   }
 
@@ -447,6 +499,7 @@ export class Agent {
     const blocked = new Map(names.blocked.map((b) => [b.id, b.reason]));
     const manifestOf = (id: string, file: string) =>
       checkpointPaths(this.#paths, id, file).inactiveManifest;
+    const refresh: Refresh = { apiUnavailable: false };
     await this.#forEachCheckpoint(report, ids, async (id, out) => {
       const parent = result.parents.get(id)!;
       await this.#attempt(out, "checkpoint", id, async () => {
@@ -472,7 +525,11 @@ export class Agent {
         this.#checkedManifests.checked(manifest, parentJson);
         if (written === "written") this.#applied(out, { op: "checkpoint", id });
         if (!(refreshDue || written === "written") || !apiAvailable) return;
-        const objects = await this.#fetchObjects(parent.metadata.namespace, sanitized.volumes);
+        const objects = await this.#fetchObjects(
+          parent.metadata.namespace,
+          sanitized.volumes,
+          refresh,
+        );
         const files = await writeVolumeFiles(sanitized.volumes, objects.data, owner);
         const { namespace, name } = parent.metadata;
         const stale = await removeStaleVolumeDirs(
@@ -510,9 +567,16 @@ export class Agent {
     );
   }
 
+  /**
+   * The secrets and configmaps of one checkpoint. Once a GET of this pass finds the API server
+   * unavailable, no other is asked this pass: each would wait its own timeout, one after the
+   * other, and a hung API server would hold the pass for minutes. What was not fetched is
+   * fetched on a later pass, as after any failed fetch.
+   */
   async #fetchObjects(
     namespace: string,
     volumes: ReturnType<typeof sanitizeCheckpoint>["volumes"],
+    refresh: Refresh,
   ) {
     const api = this.#opts.sources.apiServer;
     const data: ObjectData = new Map();
@@ -522,6 +586,7 @@ export class Agent {
         if (source.kind === "literal") continue;
         const key = objectKey(source.kind, source.name);
         if (data.has(key)) continue;
+        if (refresh.apiUnavailable) return { data, complete: false };
         const got = source.kind === "secret"
           ? await api.getSecret(namespace, source.name)
           : await api.getConfigMap(namespace, source.name);
@@ -529,6 +594,7 @@ export class Agent {
         else if (got.failure.kind === "not-found") data.set(key, "absent");
         else {
           complete = false;
+          if (API_UNAVAILABLE.has(got.failure.kind)) refresh.apiUnavailable = true;
           this.#logFailure(got.failure, true);
         }
       }

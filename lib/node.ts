@@ -11,30 +11,35 @@
  * unavailable while it is up, and activate checkpoints beside their running parents.
  */
 import type { NodeSources } from "./agent.ts";
-import type { Config } from "./config/types.ts";
+import { type Config, KUBELET_CA_OFF } from "./config/types.ts";
 import { settledIdentity } from "./disk/verified_files.ts";
 import { type ApiServerClient, createApiServerClient } from "./sources/apiserver.ts";
 import { connectRuntime } from "./sources/cri.ts";
+import type { Logger } from "./log.ts";
 import { type Credentials, loadKubeconfig } from "./sources/kubeconfig.ts";
-import { createKubeletClient, type KubeletClient } from "./sources/kubelet.ts";
+import { createKubeletClient, type KubeletCa, type KubeletClient } from "./sources/kubelet.ts";
 import { failed } from "./sources/types.ts";
-
-/**
- * Every HTTP call to the API server or the kubelet ends within this time. Both usually answer
- * in milliseconds; a black-holed address must not stall a pass that may be activating checkpoints.
- */
-export const HTTP_TIMEOUT_MS = 10_000;
 
 function unusableApiServer(reason: string): ApiServerClient {
   const fail = () => Promise.resolve(failed<never>("apiserver", "misconfigured", reason));
   return { listNodePods: fail, getSecret: fail, getConfigMap: fail };
 }
 
-async function kubeletClient(config: Config, creds: Credentials): Promise<KubeletClient> {
-  let caPem: string | undefined;
-  if (config.kubeletCaFile !== undefined) {
+async function kubeletClient(
+  config: Config,
+  creds: Credentials,
+  log?: Logger,
+): Promise<KubeletClient> {
+  let ca: KubeletCa = { kind: "cluster" };
+  if (config.kubeletCaFile === KUBELET_CA_OFF) {
+    ca = { kind: "off" };
+  } else if (config.kubeletCaFile !== undefined) {
     try {
-      caPem = await Deno.readTextFile(config.kubeletCaFile);
+      ca = {
+        kind: "file",
+        path: config.kubeletCaFile,
+        pem: await Deno.readTextFile(config.kubeletCaFile),
+      };
     } catch (e) {
       // An unreadable CA must not quietly turn verification off.
       const reason = `kubeletCaFile ${config.kubeletCaFile}: ${(e as Error).message}`;
@@ -44,15 +49,19 @@ async function kubeletClient(config: Config, creds: Credentials): Promise<Kubele
   return createKubeletClient({
     url: config.kubeletUrl,
     readonlyUrl: config.kubeletReadonlyUrl,
-    caPem,
+    ca,
     creds,
-    timeoutMs: HTTP_TIMEOUT_MS,
+    timeoutMs: config.kubeletTimeoutMs,
+    onUnverified: (message, fields) => log?.warn(message, fields),
   });
 }
 
 type HttpSources = Pick<NodeSources, "apiServer" | "kubelet">;
 
-async function httpSources(config: Config): Promise<{ sources: HttpSources; files: string[] }> {
+async function httpSources(
+  config: Config,
+  log?: Logger,
+): Promise<{ sources: HttpSources; files: string[] }> {
   const kubeconfig = loadKubeconfig(config.kubeconfig);
   // Without a kubeconfig the kubelet's read-only port can still be asked.
   const creds: Credentials = kubeconfig.ok
@@ -61,13 +70,15 @@ async function httpSources(config: Config): Promise<{ sources: HttpSources; file
   return {
     sources: {
       apiServer: kubeconfig.ok
-        ? createApiServerClient(kubeconfig.credentials, HTTP_TIMEOUT_MS)
+        ? createApiServerClient(kubeconfig.credentials, config.apiTimeoutMs)
         : unusableApiServer(kubeconfig.error),
-      kubelet: await kubeletClient(config, creds),
+      kubelet: await kubeletClient(config, creds, log),
     },
     files: [
       ...kubeconfig.files,
-      ...(config.kubeletCaFile !== undefined ? [config.kubeletCaFile] : []),
+      ...(config.kubeletCaFile !== undefined && config.kubeletCaFile !== KUBELET_CA_OFF
+        ? [config.kubeletCaFile]
+        : []),
     ],
   };
 }
@@ -99,6 +110,9 @@ export interface ConnectOptions {
   /** Told, with the files now in use, when the HTTP clients were built again because one of
    *  their files changed. */
   onReload?: (files: readonly string[]) => void;
+  /** Where the clients say what the operator should know (an unverified kubelet, once per
+   *  build of the clients). */
+  log?: Logger;
 }
 
 export async function connectNode(
@@ -106,7 +120,7 @@ export async function connectNode(
   options: ConnectOptions = {},
 ): Promise<NodeSources> {
   const now = options.now ?? Date.now;
-  let built = await httpSources(config);
+  let built = await httpSources(config, options.log);
   let identity = filesIdentity(built.files, now());
   const refresh = async (): Promise<HttpSources> => {
     if (identity !== undefined && filesIdentity(built.files, now()) === identity) {
@@ -114,7 +128,7 @@ export async function connectNode(
     }
     // Undefined: files written just now, at start or since; read again, and tell no one.
     const changed = identity !== undefined;
-    built = await httpSources(config);
+    built = await httpSources(config, options.log);
     identity = filesIdentity(built.files, now());
     if (changed) options.onReload?.(built.files);
     return built.sources;

@@ -89,3 +89,34 @@ Deno.test("files written just before the start are read again until settled, wit
     assertEquals(reloads.length, 0);
   });
 });
+
+Deno.test("kubeletCaFile: a file, the cluster CA when unset, off; an unreadable file is a configuration error", async () => {
+  await withNode(async (node) => {
+    const warnings: string[] = [];
+    const log = {
+      debug: () => {},
+      info: () => {},
+      warn: (msg: string) => void warnings.push(msg),
+      error: () => {},
+    };
+    const listed = async (kubeletCaFile: string | undefined) => {
+      const sources = await connectNode(node.config({ kubeletCaFile }), { now: later, log });
+      try {
+        return await sources.kubelet.listPods();
+      } finally {
+        sources.runtime.close();
+      }
+    };
+    assert((await listed(node.kubeletCaFile)).ok);
+    assertEquals(warnings, []);
+    // The simulated kubelet's certificate is its own: the cluster CA does not verify it.
+    assert((await listed(undefined)).ok);
+    assertEquals(warnings.length, 1);
+    assert((await listed("off")).ok);
+    assertEquals(warnings.length, 1);
+    const missing = await listed(join(node.root, "no-such-ca.crt"));
+    assert(!missing.ok);
+    assertEquals(missing.failure.kind, "misconfigured");
+    assert(missing.failure.message.startsWith(`kubeletCaFile ${node.root}/no-such-ca.crt: `));
+  });
+});

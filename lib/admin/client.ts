@@ -2,6 +2,7 @@
  * A client of a running agent's admin endpoint, over TCP or its unix socket, for commands such
  * as `ckpt-agent status`.
  */
+import { createDirectHttpClient } from "../direct_http.ts";
 import { connectAddress, formatListenAddress, type ListenAddress } from "./listen.ts";
 
 /** The endpoint answers from memory: a slower answer means the agent is stuck. */
@@ -19,9 +20,10 @@ export async function adminGetJson(
   timeoutMs = ADMIN_CLIENT_TIMEOUT_MS,
 ): Promise<AdminReply> {
   const target = connectAddress(listen);
-  const client = target.kind === "unix"
-    ? Deno.createHttpClient({ proxy: { transport: "unix", path: target.path } })
-    : undefined;
+  // Never through a proxy, whatever the environment says (lib/direct_http.ts).
+  const client = createDirectHttpClient(
+    target.kind === "unix" ? { proxy: { transport: "unix", path: target.path } } : {},
+  );
   // Over a unix socket the host is not used; the path and headers are what the server sees.
   const origin = target.kind === "unix"
     ? "http://localhost"
@@ -32,11 +34,11 @@ export async function adminGetJson(
     const response = await fetch(`${origin}${path}`, {
       signal: abort.signal,
       headers: { accept: "application/json" },
-      ...(client ? { client } : {}),
+      client,
     });
     return { status: response.status, body: await response.json() };
   } finally {
     clearTimeout(timer);
-    client?.close();
+    client.close();
   }
 }

@@ -6,6 +6,9 @@
 import { isIP } from "node:net";
 import { UsageError } from "../cli/errors.ts";
 import type { Config } from "../config/types.ts";
+import { canonicalIPv6, isLoopbackHost } from "../ip.ts";
+
+export { isLoopbackHost };
 
 export type ListenAddress =
   | { kind: "off" }
@@ -19,24 +22,6 @@ export function parseListenAddress(text: string): ListenAddress {
   const m = /^(?:\[([^\]]*)\]|([^:[\]]*)):(\d{1,5})$/.exec(text);
   if (!m) throw new Error(`not an admin listen address: ${JSON.stringify(text)}`);
   return { kind: "tcp", hostname: m[1] ?? m[2], port: Number(m[3]) };
-}
-
-/** An IPv6 address in its canonical text form (lowercase, zeros compressed). */
-function canonicalIPv6(address: string): string {
-  return new URL(`http://[${address}]/`).hostname.slice(1, -1);
-}
-
-/**
- * Whether binding `hostname` keeps the endpoint on this machine: 127.0.0.0/8, ::1 (also as an
- * IPv4-mapped 127 address) and `localhost`. Any other host name is not local: what it resolves
- * to is not ours to vouch for.
- */
-export function isLoopbackHost(hostname: string): boolean {
-  if (hostname.toLowerCase() === "localhost") return true;
-  if (isIP(hostname) === 4) return hostname.split(".")[0] === "127";
-  if (isIP(hostname) !== 6) return false;
-  const v6 = canonicalIPv6(hostname);
-  return v6 === "::1" || /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(v6);
 }
 
 /**

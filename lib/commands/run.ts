@@ -106,6 +106,7 @@ export async function runCommand(args: string[]): Promise<number> {
   const adminListen = once ? undefined : adminListenAddress(config);
   const log = createLogger();
   const sources = await connectNode(config, {
+    log,
     onReload: (files) =>
       log.info("kubeconfig or certificates changed: API server and kubelet clients rebuilt", {
         files,

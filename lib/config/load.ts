@@ -13,13 +13,15 @@ import { UsageError } from "../cli/errors.ts";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import type { SelfIdentity } from "../core/self.ts";
 import { formatDuration, parseDuration } from "./duration.ts";
-import type { Config } from "./types.ts";
+import { type Config, KUBELET_CA_OFF } from "./types.ts";
 
 export const DEFAULT_CONFIG_FILE = "/etc/ckpt-agent/config.yaml";
 
 /**
  * The defaults as they would be written in the YAML file. Not listed: nodeName (the host name),
- * kubeletReadonlyUrl (off) and kubeletCaFile (the kubelet's certificate is not verified).
+ * kubeletReadonlyUrl (off) and kubeletCaFile (unset: the kubelet's certificate is verified with
+ * the kubeconfig's cluster CA, and one it does not verify is asked with the client certificate
+ * only).
  */
 export const DEFAULTS = {
   kubeconfig: "/etc/kubernetes/kubeconfig",
@@ -28,6 +30,8 @@ export const DEFAULTS = {
   runtimeRequestTimeout: "2m",
   checkpointGracePeriod: "1m",
   kubeletUrl: "https://127.0.0.1:10250",
+  apiTimeout: "10s",
+  kubeletTimeout: "5s",
   staticPodDir: "/etc/kubernetes/manifests",
   inactiveDir: "/etc/kubernetes/inactive-manifests",
   secretsDir: "/etc/kubernetes/checkpoint-secrets",
@@ -84,6 +88,13 @@ const httpUrl: Check<string> = (value) => {
 function optional<T>(check: Check<T>): Check<T | undefined> {
   return (value) => value === null || value === "off" ? undefined : check(value);
 }
+
+/**
+ * Unset (or null in YAML): the kubeconfig's cluster CA; `off`: not verified; else a CA file.
+ * Unlike the other optional settings, `off` is not the same as unset here.
+ */
+const kubeletCaFile: Check<string | undefined> = (value) =>
+  value === null ? undefined : value === KUBELET_CA_OFF ? KUBELET_CA_OFF : absolutePath(value);
 
 const runtimeEndpoint: Check<string> = (value) => {
   const endpoint = text(value, "a unix socket (unix:///path)");
@@ -185,7 +196,9 @@ const CHECKS = {
   nodeName,
   kubeletUrl: httpUrl,
   kubeletReadonlyUrl: optional(httpUrl),
-  kubeletCaFile: optional(absolutePath),
+  kubeletCaFile,
+  apiTimeout: duration({ positive: true, maxMs: DAY_MS }),
+  kubeletTimeout: duration({ positive: true, maxMs: DAY_MS }),
   staticPodDir: absolutePath,
   inactiveDir: absolutePath,
   secretsDir: absolutePath,
@@ -213,6 +226,8 @@ const FLAG_OF: Record<Key, string> = {
   kubeletUrl: "kubelet-url",
   kubeletReadonlyUrl: "kubelet-readonly-url",
   kubeletCaFile: "kubelet-ca-file",
+  apiTimeout: "api-timeout",
+  kubeletTimeout: "kubelet-timeout",
   staticPodDir: "static-pod-dir",
   inactiveDir: "inactive-dir",
   secretsDir: "secrets-dir",
@@ -392,6 +407,8 @@ function toConfig(s: Settings, self: SelfIdentity | undefined): Config {
     lockFile: s.lockFile,
     containerRuntimeEndpoint: s.containerRuntimeEndpoint,
     runtimeRequestTimeoutMs: s.runtimeRequestTimeout,
+    apiTimeoutMs: s.apiTimeout,
+    kubeletTimeoutMs: s.kubeletTimeout,
     checkpointGracePeriodMs: s.checkpointGracePeriod,
     nodeName: s.nodeName,
     kubeletUrl: s.kubeletUrl,
@@ -427,6 +444,8 @@ export function configAsYamlSettings(config: Config): Record<string, unknown> {
     kubeletUrl: config.kubeletUrl,
     kubeletReadonlyUrl: config.kubeletReadonlyUrl,
     kubeletCaFile: config.kubeletCaFile,
+    apiTimeout: formatDuration(config.apiTimeoutMs),
+    kubeletTimeout: formatDuration(config.kubeletTimeoutMs),
     staticPodDir: config.staticPodDir,
     inactiveDir: config.inactiveDir,
     secretsDir: config.secretsDir,

@@ -1,6 +1,9 @@
 /** The agent's settings once loaded and validated (see lib/config/load.ts for the sources). */
 import type { SelfIdentity } from "../core/self.ts";
 
+/** `kubeletCaFile: off`: the kubelet's serving certificate is not verified. */
+export const KUBELET_CA_OFF = "off";
+
 export interface Config {
   /** kubeconfig for the API server and the kubelet: server, CA, client cert/key or token. */
   kubeconfig: string;
@@ -14,8 +17,16 @@ export interface Config {
   kubeletUrl: string;
   /** Unset: the read-only port is not asked. */
   kubeletReadonlyUrl?: string;
-  /** CA for the kubelet's serving certificate; unset: the certificate is not verified. */
+  /**
+   * CA for the kubelet's serving certificate. Unset: the kubeconfig's cluster CA, and a kubelet
+   * whose certificate it does not verify is asked with the client certificate only (never a
+   * token); KUBELET_CA_OFF: not verified, client certificate only (lib/sources/kubelet.ts).
+   */
   kubeletCaFile?: string;
+  /** Bounds each request to the API server, body included. */
+  apiTimeoutMs: number;
+  /** Bounds each request to the kubelet (each port), body included. */
+  kubeletTimeoutMs: number;
   staticPodDir: string;
   inactiveDir: string;
   secretsDir: string;

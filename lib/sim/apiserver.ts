@@ -86,8 +86,24 @@ function base64Values(values: Record<string, Uint8Array>): Record<string, string
   return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, v.toBase64()]));
 }
 
+/**
+ * The name of the simulated cluster's control-plane endpoint (kubeadm's controlPlaneEndpoint),
+ * which its serving certificate carries. It is in the .test domain, which no resolver answers:
+ * only a proxy told where it is can reach the API server by it.
+ */
+export const SIM_API_SERVER_NAME = "apiserver.ckpt.test";
+
+/** The names kubeadm puts in an API server's serving certificate, and the endpoint's name. */
+const SERVING_NAMES = [
+  "kubernetes",
+  "kubernetes.default",
+  "kubernetes.default.svc",
+  "kubernetes.default.svc.cluster.local",
+  SIM_API_SERVER_NAME,
+];
+
 export async function startSimApiServer(ca: SimCa): Promise<SimApiServer> {
-  const serving = await ca.issueServerCert("kube-apiserver");
+  const serving = await ca.issueServerCert("kube-apiserver", SERVING_NAMES);
   const pods = new Map<string, Pod>();
   const secrets = new Map<string, Json>();
   const configMaps = new Map<string, Json>();

@@ -188,6 +188,8 @@ export class SimNode {
       lockFile: at("run/lock/ckpt-agent.lock"),
       containerRuntimeEndpoint: `unix://${this.#socketPath}`,
       runtimeRequestTimeoutMs: 5_000,
+      apiTimeoutMs: 10_000,
+      kubeletTimeoutMs: 5_000,
       checkpointGracePeriodMs: 60_000,
       nodeName: this.nodeName,
       kubeletUrl: this.kubelet.url,

@@ -12,8 +12,30 @@ import https from "node:https";
 import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 
-/** How a peer misbehaves. "hang" accepts the request and never answers. */
-export type PeerFault = "none" | "server-error" | "unauthorized" | "forbidden" | "hang";
+/**
+ * How a peer misbehaves. "hang" accepts the request and never answers. The others answer 200
+ * with what is not the answer, as something between the agent and the peer may: "html", a
+ * load balancer's page; "truncated", the real answer cut off halfway, its Content-Length
+ * promising the whole, then the connection closed; "wrong-kind", JSON of another kind (a list
+ * with `items`, so that only its kind tells it from an empty pod list).
+ */
+export type PeerFault =
+  | "none"
+  | "server-error"
+  | "unauthorized"
+  | "forbidden"
+  | "hang"
+  | "html"
+  | "truncated"
+  | "wrong-kind";
+
+/** The page a load balancer answers in front of a backend it cannot reach. */
+export const LOAD_BALANCER_PAGE = "<!DOCTYPE html>\n<html><head><title>Service Unavailable" +
+  "</title></head>\n<body><h1>Service Unavailable</h1>\n<p>The backend is under maintenance." +
+  "</p></body></html>\n";
+
+/** JSON of another kind than asked: it has `items`, like every list. */
+export const WRONG_KIND_BODY = { kind: "SecretList", apiVersion: "v1", metadata: {}, items: [] };
 
 export interface PeerRequest {
   method: string;
@@ -36,6 +58,8 @@ export interface RecordedRequest {
   target: string;
   /** `cert:<CN>`, `token:<token>`, or unset when the request was not authenticated. */
   authenticatedAs?: string;
+  /** The bearer token the request carried, accepted or not. */
+  bearerToken?: string;
 }
 
 export interface PeerTls {
@@ -78,16 +102,41 @@ export interface SimPeer extends PeerControl {
   close(): Promise<void>;
 }
 
-function send(res: http.ServerResponse, response: PeerResponse): void {
+/** `cutHalfway`: send half the body, then close the connection. */
+function send(
+  res: http.ServerResponse,
+  response: PeerResponse,
+  options: { contentType?: string; cutHalfway?: boolean } = {},
+): void {
   const text = typeof response.body === "string";
   const payload = new TextEncoder().encode(
     text ? response.body as string : JSON.stringify(response.body),
   );
   res.writeHead(response.status, {
-    "content-type": text ? "text/plain; charset=utf-8" : "application/json",
+    "content-type": options.contentType ??
+      (text ? "text/plain; charset=utf-8" : "application/json"),
     "content-length": payload.length,
   });
-  res.end(payload);
+  if (!options.cutHalfway) return void res.end(payload);
+  res.write(payload.subarray(0, Math.floor(payload.length / 2)), () => res.socket?.destroy());
+}
+
+/** The 200 answers of the faults that answer with what is not the answer. */
+function answerFault(
+  res: http.ServerResponse,
+  fault: "html" | "truncated" | "wrong-kind",
+  real: PeerResponse,
+): void {
+  switch (fault) {
+    case "html":
+      return send(res, { status: 200, body: LOAD_BALANCER_PAGE }, {
+        contentType: "text/html; charset=utf-8",
+      });
+    case "wrong-kind":
+      return send(res, { status: 200, body: WRONG_KIND_BODY });
+    case "truncated":
+      return send(res, real, { cutHalfway: true });
+  }
 }
 
 /** A malformed escape stays as sent: it then matches no route, as on a real server. */
@@ -131,17 +180,22 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
       query: url.searchParams,
     };
     const authenticatedAs = authenticate(req);
+    const bearer = /^Bearer (.*)$/.exec(req.headers.authorization ?? "")?.[1];
     requests.push({
       method: req.method ?? "",
       target: req.url ?? "",
       ...(authenticatedAs !== undefined ? { authenticatedAs } : {}),
+      ...(bearer !== undefined ? { bearerToken: bearer } : {}),
     });
     if (fault === "hang") return;
-    if (fault !== "none") return send(res, options.failure(fault, request));
+    if (fault === "server-error" || fault === "unauthorized" || fault === "forbidden") {
+      return send(res, options.failure(fault, request));
+    }
     if (options.tls && authenticatedAs === undefined) {
       return send(res, options.failure("unauthorized", request));
     }
-    send(res, options.handle(request));
+    if (fault === "none") return send(res, options.handle(request));
+    answerFault(res, fault, options.handle(request));
   }
 
   function createServer(): http.Server {

@@ -32,8 +32,8 @@ export interface ClientIdentity {
 
 export interface SimCa {
   certPem: string;
-  /** A serving certificate for loopback (127.0.0.1, ::1, localhost). */
-  issueServerCert(commonName?: string): Promise<CertAndKey>;
+  /** A serving certificate for loopback (127.0.0.1, ::1, localhost) and `dnsNames`. */
+  issueServerCert(commonName?: string, dnsNames?: string[]): Promise<CertAndKey>;
   issueClientCert(identity: ClientIdentity): Promise<CertAndKey>;
 }
 
@@ -70,6 +70,7 @@ function distinguishedName(commonName: string, organizations: string[] = []): x5
 async function leafExtensions(
   publicKey: CryptoKey,
   usage: x509.ExtendedKeyUsage,
+  dnsNames: string[],
 ): Promise<x509.Extension[]> {
   const extensions: x509.Extension[] = [
     new x509.BasicConstraintsExtension(false, undefined, true),
@@ -78,7 +79,12 @@ async function leafExtensions(
     await x509.SubjectKeyIdentifierExtension.create(publicKey),
   ];
   if (usage === x509.ExtendedKeyUsage.serverAuth) {
-    extensions.push(new x509.SubjectAlternativeNameExtension(LOOPBACK_NAMES));
+    extensions.push(
+      new x509.SubjectAlternativeNameExtension([
+        ...LOOPBACK_NAMES,
+        ...dnsNames.map((value) => ({ type: "dns" as const, value })),
+      ]),
+    );
   }
   return extensions;
 }
@@ -101,7 +107,11 @@ export async function createSimCa(commonName = "ckpt-sim-ca"): Promise<SimCa> {
     ],
   });
 
-  async function issue(subject: x509.JsonName, usage: x509.ExtendedKeyUsage): Promise<CertAndKey> {
+  async function issue(
+    subject: x509.JsonName,
+    usage: x509.ExtendedKeyUsage,
+    dnsNames: string[] = [],
+  ): Promise<CertAndKey> {
     const keys = await generateKeys();
     const cert = await x509.X509CertificateGenerator.create({
       subject,
@@ -111,7 +121,7 @@ export async function createSimCa(commonName = "ckpt-sim-ca"): Promise<SimCa> {
       signingAlgorithm: SIGNING_ALGORITHM,
       ...validity(),
       extensions: [
-        ...await leafExtensions(keys.publicKey, usage),
+        ...await leafExtensions(keys.publicKey, usage, dnsNames),
         await x509.AuthorityKeyIdentifierExtension.create(caKeys.publicKey),
       ],
     });
@@ -120,8 +130,8 @@ export async function createSimCa(commonName = "ckpt-sim-ca"): Promise<SimCa> {
 
   return {
     certPem: certificatePem(caCert),
-    issueServerCert: (cn = "localhost") =>
-      issue(distinguishedName(cn), x509.ExtendedKeyUsage.serverAuth),
+    issueServerCert: (cn = "localhost", dnsNames = []) =>
+      issue(distinguishedName(cn), x509.ExtendedKeyUsage.serverAuth, dnsNames),
     issueClientCert: ({ commonName, organizations }) =>
       issue(distinguishedName(commonName, organizations), x509.ExtendedKeyUsage.clientAuth),
   };

@@ -8,6 +8,7 @@ import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import { type Pod, PodSchema } from "../core/pod.ts";
 import { ConnectionPool, getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
+import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
 import { failed, type SourceResult } from "./types.ts";
 
 export interface ApiServerClient {
@@ -33,12 +34,17 @@ const PodItemSchema = z.unknown().check((payload) => {
   if (!checked.success) payload.issues.push(...checked.error.issues as z.core.$ZodRawIssue[]);
 });
 
-/** A PodList as the API server and the kubelet send it; `kind` is required so that a 200 from
- *  something that is not Kubernetes cannot pass for an empty list. Items keep their fields. */
+/**
+ * A PodList as the API server and the kubelet send it; `kind` is required so that a 200 from
+ * something that is not Kubernetes cannot pass for an empty list. Items keep their fields.
+ * `"items": null` is an empty list: Go encodes an empty slice as null, and a kubelet without
+ * pods answers `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":null}`. A list
+ * without `items` at all is not a list.
+ */
 export const PodListSchema = z.looseObject({
   kind: z.literal("PodList"),
-  items: z.array(PodItemSchema),
-}).transform((list) => list.items as Pod[]);
+  items: z.array(PodItemSchema).nullable(),
+}).transform((list) => (list.items ?? []) as Pod[]);
 
 const Base64Value = z.string().transform((text, ctx) => {
   try {
@@ -71,11 +77,20 @@ const ConfigMapSchema = z.looseObject({
  */
 const API_SERVER_CONNECTIONS = 8;
 
-export function createApiServerClient(creds: Credentials, timeoutMs: number): ApiServerClient {
+/**
+ * `env`: where the proxy variables are read (lib/sources/proxy.ts), once, now; the kubeconfig's
+ * proxy-url, if any, is used instead.
+ */
+export function createApiServerClient(
+  creds: Credentials,
+  timeoutMs: number,
+  env: ProxyEnvironment = Deno.env.toObject(),
+): ApiServerClient {
   const target: HttpTarget = {
     source: "apiserver",
     baseUrl: creds.server,
     timeoutMs,
+    proxy: chooseProxy(new URL(creds.server), env, creds.proxyUrl),
     connections: new ConnectionPool(API_SERVER_CONNECTIONS),
     tls: {
       verifyServer: !creds.insecure,

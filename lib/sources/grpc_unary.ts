@@ -10,6 +10,7 @@
  * complete message; anything else is a failure, which the agent treats as "runtime not asked".
  */
 import { readBounded } from "../bytes.ts";
+import { createDirectHttpClient } from "../direct_http.ts";
 
 /** The gRPC status codes (grpc/grpc, doc/statuscodes.md). */
 export const GrpcStatus = {
@@ -52,9 +53,10 @@ const PREFIX_BYTES = 5;
 export class GrpcUnaryClient {
   readonly #http: Deno.HttpClient;
 
-  /** `socketPath` is the runtime's unix socket; connections are made on first use. */
+  /** `socketPath` is the runtime's unix socket; connections are made on first use. The proxy
+   *  variables never apply (lib/direct_http.ts). */
   constructor(socketPath: string) {
-    this.#http = Deno.createHttpClient({
+    this.#http = createDirectHttpClient({
       proxy: { transport: "unix", path: socketPath },
       http1: false,
       http2: true,

@@ -2,12 +2,22 @@
  * The one HTTP(S) GET both the API server and the kubelet clients use. node:http(s) because it is
  * the only mechanism in Deno that does all of: a private CA, client certificates, and — for a
  * kubelet serving a self-signed certificate — no verification at all. Every call has a deadline
- * and a body cap, and every outcome is a value: a parsed body or a classified SourceFailure.
+ * that covers everything (the proxy, the tunnel, the TLS handshake, the header and the whole
+ * body) and a body cap, and every outcome is a value: a parsed body or a classified SourceFailure.
+ *
+ * The way to the peer is the target's ProxyChoice (lib/sources/proxy.ts), decided when the client
+ * is built, and nothing else: every request names an agent built with `proxyEnv: {}`, because
+ * Deno's node:http otherwise follows Node's NODE_USE_ENV_PROXY on its own, and would then send
+ * even loopback requests to a proxy.
  */
 import http from "node:http";
 import https from "node:https";
+import type net from "node:net";
+import tls from "node:tls";
 import type { z } from "zod";
 import { formatSchemaError } from "../core/schema_error.ts";
+import { bareHost, describeProxy, portOf, type Proxy, type ProxyChoice } from "./proxy.ts";
+import { openTunnel } from "./proxy_tunnel.ts";
 import {
   failed,
   type FailureKind,
@@ -42,8 +52,43 @@ export interface HttpTarget {
   /** Used only for https URLs. */
   tls?: TlsSettings;
   maxBodyBytes?: number;
-  /** Unset: a fresh connection per call. */
+  /** Unset: a fresh connection per call. Calls through a proxy always make their own. */
   connections?: ConnectionPool;
+  /** Unset: direct. */
+  proxy?: ProxyChoice;
+}
+
+/** Node's option (not in the type definitions Deno ships) for "no proxy from the environment". */
+const NO_ENV_PROXY = { proxyEnv: {} } as http.AgentOptions;
+
+/** An agent of our own for every request: see the top of this file. */
+function directAgent(protocol: "http:" | "https:", options: http.AgentOptions = {}): http.Agent {
+  const direct = { ...options, ...NO_ENV_PROXY };
+  return protocol === "https:" ? new https.Agent(direct) : new http.Agent(direct);
+}
+
+/**
+ * An agent whose one connection is an established tunnel: TLS to the target inside it for an
+ * https target, the tunnel itself for an http one. Tunnels are not pooled: a call through a
+ * proxy pays for its own CONNECT and handshake, which is rare enough (the kubelet is on
+ * loopback, and a pass lists the API server once) not to be worth a pool of tunnels.
+ */
+function tunnelAgent(protocol: "http:" | "https:", tunnel: net.Socket): http.Agent {
+  if (protocol === "https:") {
+    return new (class extends https.Agent {
+      override createConnection(options: tls.ConnectionOptions) {
+        tunnel.resume();
+        return tls.connect({ ...options, socket: tunnel });
+      }
+    })(NO_ENV_PROXY);
+  }
+  return new (class extends http.Agent {
+    override createConnection() {
+      // Paused while the proxy's answer was read; the request's parser takes it from here.
+      tunnel.resume();
+      return tunnel;
+    }
+  })(NO_ENV_PROXY);
 }
 
 /**
@@ -70,8 +115,7 @@ export class ConnectionPool {
   agent(protocol: "http:" | "https:"): http.Agent {
     let agent = this.#agents.get(protocol);
     if (!agent) {
-      const options = { keepAlive: true, maxSockets: this.#maxSockets };
-      agent = protocol === "https:" ? new https.Agent(options) : new http.Agent(options);
+      agent = directAgent(protocol, { keepAlive: true, maxSockets: this.#maxSockets });
       // A socket may be handed back after its call was counted as ended.
       agent.on("free", () => this.#closeIdleWhenQuiet());
       this.#agents.set(protocol, agent);
@@ -112,12 +156,43 @@ export interface JsonGet<T> {
   bearerToken?: string;
 }
 
+/** The `problem` of a failure whose cause is that the server's certificate did not verify. */
+export const CERTIFICATE_NOT_VERIFIED = "certificate not verified";
+
+/** node:tls's codes for a certificate that does not verify (OpenSSL's X509_V_ERR names). */
+const CERTIFICATE_ERRORS = new Set([
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_DECRYPT_CERT_SIGNATURE",
+  "UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "CERT_SIGNATURE_FAILURE",
+  "CERT_NOT_YET_VALID",
+  "CERT_HAS_EXPIRED",
+  "ERROR_IN_CERT_NOT_BEFORE_FIELD",
+  "ERROR_IN_CERT_NOT_AFTER_FIELD",
+  "CERT_CHAIN_TOO_LONG",
+  "CERT_REVOKED",
+  "CERT_UNTRUSTED",
+  "CERT_REJECTED",
+  "INVALID_CA",
+  "INVALID_PURPOSE",
+  "PATH_LENGTH_EXCEEDED",
+  "HOSTNAME_MISMATCH",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+function errorCode(e: unknown): string | undefined {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
 function reason(e: unknown): string {
   if (!(e instanceof Error)) return String(e);
-  const code = (e as { code?: unknown }).code;
-  return typeof code === "string" && !e.message.includes(code)
-    ? `${e.message} (${code})`
-    : e.message;
+  const code = errorCode(e);
+  return code !== undefined && !e.message.includes(code) ? `${e.message} (${code})` : e.message;
 }
 
 function kindOfStatus(status: number): FailureKind {
@@ -126,6 +201,16 @@ function kindOfStatus(status: number): FailureKind {
   if (status === 404) return "not-found";
   if (status >= 500) return "server-error";
   return "bad-response";
+}
+
+/**
+ * The start of a body, for a log line: at most QUOTED_TEXT_CHARS characters, quoted, with
+ * control characters escaped, so that whatever a peer sent stays on one line and says what it is
+ * (an HTML page, a cut-off document).
+ */
+export function bodyStart(body: string): string {
+  const start = JSON.stringify(body.slice(0, QUOTED_TEXT_CHARS));
+  return body.length > QUOTED_TEXT_CHARS ? `${start}…` : start;
 }
 
 /** The `message` of a Kubernetes Status body, else the start of whatever text came back. */
@@ -149,11 +234,10 @@ function requestOptions(url: URL, target: HttpTarget, bearerToken?: string): htt
   const options: https.RequestOptions = {
     method: "GET",
     // URL keeps IPv6 literals bracketed; sockets want them bare.
-    hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+    hostname: bareHost(url.hostname),
     port: url.port || (url.protocol === "https:" ? 443 : 80),
     path: `${url.pathname}${url.search}`,
     headers,
-    agent: target.connections?.agent(url.protocol as "http:" | "https:") ?? false,
   };
   const tls = target.tls;
   if (url.protocol === "https:" && tls) {
@@ -166,12 +250,44 @@ function requestOptions(url: URL, target: HttpTarget, bearerToken?: string): htt
   return options;
 }
 
+/**
+ * An http target through an http(s) proxy: the request goes to the proxy, naming the target in
+ * absolute form (RFC 9112 §3.2.2), as Go does; no tunnel.
+ */
+function viaForwardProxy(url: URL, proxy: Proxy, options: https.RequestOptions) {
+  const protocol = proxy.url.protocol as "http:" | "https:";
+  const headers = { ...options.headers, host: url.host } as Record<string, string>;
+  const { username, password } = proxy.url;
+  if (username !== "" || password !== "") {
+    const user = `${decodeURIComponent(username)}:${decodeURIComponent(password)}`;
+    headers["proxy-authorization"] = `Basic ${btoa(user)}`;
+  }
+  const host = bareHost(proxy.url.hostname);
+  const request: https.RequestOptions = {
+    method: options.method,
+    hostname: host,
+    port: portOf(proxy.url),
+    path: url.href,
+    headers,
+    agent: directAgent(protocol),
+  };
+  return { module: protocol === "https:" ? https : http, options: request };
+}
+
 /** GETs `target.baseUrl + get.path` and validates the JSON body. Never throws. */
 export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceResult<T>> {
   const href = `${target.baseUrl.replace(/\/+$/, "")}${get.path}`;
-  const fail = (kind: FailureKind, detail: string, status?: number) =>
-    failed<T>(target.source, kind, `GET ${href}: ${detail}`, status);
+  const route = target.proxy ?? { kind: "direct" };
+  const proxy = route.kind === "proxy" ? route.proxy : undefined;
+  const asked = proxy ? `GET ${href} via proxy ${describeProxy(proxy)}` : `GET ${href}`;
+  // The problem is what went wrong without the URL: the same for every object of a peer that
+  // stopped answering.
+  const fail = (kind: FailureKind, detail: string, status?: number, problem = detail) =>
+    failed<T>(target.source, kind, `${asked}: ${detail}`, status, problem);
 
+  if (route.kind === "misconfigured") {
+    return Promise.resolve(fail("misconfigured", `no proxy used: ${route.message}`));
+  }
   let url: URL;
   try {
     url = new URL(href);
@@ -181,18 +297,24 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
   if (url.protocol !== "https:" && url.protocol !== "http:") {
     return Promise.resolve(fail("unreachable", `unsupported scheme ${url.protocol}`));
   }
+  const protocol: "http:" | "https:" = url.protocol;
   const maxBodyBytes = target.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const pool = proxy ? undefined : target.connections;
+  const options = requestOptions(url, target, get.bearerToken);
 
-  const pool = target.connections;
   pool?.begin();
   return new Promise((resolve) => {
     let request: http.ClientRequest | undefined;
+    /** Set once a response started: the connection failing after that cuts its body short. */
+    let cutShort: (() => void) | undefined;
     let settled = false;
+    const gaveUp = new AbortController();
     /** `answered`: the whole response was read, so its connection may serve another call. */
     const finish = (result: SourceResult<T>, answered = false) => {
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
+      gaveUp.abort();
       if (!(pool && answered)) request?.destroy();
       pool?.end();
       resolve(result);
@@ -224,8 +346,24 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
             answered,
           );
         } else {
-          finish(parseBody(body, get.schema, fail), answered);
+          const contentType = String(response.headers["content-type"] ?? "none");
+          finish(parseBody(body, status, contentType, get.schema, fail), answered);
         }
+      };
+      cutShort = () => {
+        if (settled) return;
+        if (!success) return settle(false);
+        parts.push(decoder.decode());
+        const length = response.headers["content-length"];
+        const of = length === undefined ? "" : ` of ${length}`;
+        finish(fail(
+          "bad-response",
+          `body cut short after ${size}${of} bytes, the connection closed before its end: ${
+            bodyStart(parts.join(""))
+          }`,
+          status,
+          "body cut short",
+        ));
       };
       response.on("data", (chunk: Uint8Array) => {
         if (settled) return;
@@ -233,42 +371,79 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
         if (size <= limit) {
           parts.push(decoder.decode(chunk, { stream: true }));
         } else if (success) {
-          finish(fail("bad-response", `body larger than ${limit} bytes`));
+          finish(fail("bad-response", `body larger than ${limit} bytes`, status, "body too large"));
         } else {
           settle(false);
         }
       });
       response.on("end", () => settle(true));
-      response.on("error", (e) => finish(fail("unreachable", `connection lost: ${reason(e)}`)));
+      // Deno's node:http says a body cut short with 'aborted', then 'error', then 'close',
+      // at once: each means the same here, whichever comes.
+      for (const event of ["aborted", "error", "close"]) response.on(event, cutShort);
     };
 
-    try {
-      request = (url.protocol === "https:" ? https : http).request(
-        requestOptions(url, target, get.bearerToken),
-        onResponse,
-      );
-    } catch (e) {
-      finish(fail("unreachable", reason(e)));
-      return;
+    const send = (module: typeof https | typeof http, sendOptions: https.RequestOptions) => {
+      try {
+        request = module.request(sendOptions, onResponse);
+      } catch (e) {
+        finish(fail("unreachable", reason(e)));
+        return;
+      }
+      request.on("error", (e) => {
+        if (cutShort) return cutShort();
+        const code = errorCode(e);
+        const problem = code && CERTIFICATE_ERRORS.has(code) ? CERTIFICATE_NOT_VERIFIED : undefined;
+        finish(fail("unreachable", reason(e), undefined, problem));
+      });
+      request.end();
+    };
+
+    if (proxy === undefined) {
+      send(protocol === "https:" ? https : http, {
+        ...options,
+        agent: pool?.agent(protocol) ?? directAgent(protocol),
+      });
+    } else if (protocol === "http:" && !proxy.url.protocol.startsWith("socks")) {
+      const forward = viaForwardProxy(url, proxy, options);
+      send(forward.module, forward.options);
+    } else {
+      // The proxy's own TLS is verified as the target's is, as Go does (the transport's config).
+      const proxyTls = { caPem: target.tls?.caPem, verifyServer: target.tls?.verifyServer ?? true };
+      openTunnel(proxy, proxyTls, String(options.hostname), Number(options.port), gaveUp.signal)
+        .then((tunnel) => {
+          if (settled) {
+            tunnel.destroy();
+            return;
+          }
+          send(protocol === "https:" ? https : http, {
+            ...options,
+            agent: tunnelAgent(protocol, tunnel),
+          });
+        }, (e) => finish(fail("unreachable", reason(e))));
     }
-    request.on("error", (e) => finish(fail("unreachable", reason(e))));
-    request.end();
   });
 }
 
 function parseBody<T>(
   body: string,
+  status: number,
+  contentType: string,
   schema: z.ZodType<T>,
-  fail: (kind: FailureKind, detail: string) => SourceResult<T>,
+  fail: (kind: FailureKind, detail: string, status?: number, problem?: string) => SourceResult<T>,
 ): SourceResult<T> {
   let json: unknown;
   try {
     json = JSON.parse(body);
   } catch {
-    return fail("bad-response", `body is not JSON: ${quoteBody(body) || "(empty)"}`);
+    return fail(
+      "bad-response",
+      `body is not JSON (content-type ${contentType}): ${bodyStart(body)}`,
+      status,
+      `not JSON (${contentType.split(";")[0]})`,
+    );
   }
   const parsed = schema.safeParse(json);
-  return parsed.success
-    ? succeeded(parsed.data)
-    : fail("bad-response", `unexpected body: ${formatSchemaError(parsed.error)}`);
+  if (parsed.success) return succeeded(parsed.data);
+  const problem = `unexpected body: ${formatSchemaError(parsed.error)}`;
+  return fail("bad-response", `${problem}: ${bodyStart(body)}`, status, problem);
 }

@@ -10,11 +10,16 @@ import { createPrivateKey, X509Certificate } from "node:crypto";
 import { dirname, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { parseProxyUrl } from "./proxy.ts";
 
 export interface Credentials {
   /** `https://host:port`, possibly with a path prefix. */
   server: string;
   caPem?: string;
+  /** Where caPem came from, for messages: `kubeconfig <path>: clusters[0].cluster.<field>`. */
+  caOrigin?: string;
+  /** The cluster's `proxy-url`: used for the API server instead of the proxy variables. */
+  proxyUrl?: URL;
   /** `insecure-skip-tls-verify`: the operator chose not to verify the server's certificate. */
   insecure: boolean;
   /** `tls-server-name`: the name to verify the server's certificate against. */
@@ -49,6 +54,7 @@ const ClusterSchema = z.looseObject({
   "certificate-authority-data": optionalText,
   "insecure-skip-tls-verify": z.boolean().optional(),
   "tls-server-name": optionalText,
+  "proxy-url": optionalText,
 });
 
 const UserSchema = z.looseObject({
@@ -260,6 +266,13 @@ function credentialsFrom(
       : ["client-key", "client-certificate"];
     throw new FieldError(`${userField}.${missing}`, `missing (${present} is set)`);
   }
+  let proxyUrl: URL | undefined;
+  if (c["proxy-url"] !== undefined) {
+    // client-go requires the scheme (http, https or socks5; socks5h is accepted too).
+    const parsed = parseProxyUrl(c["proxy-url"], false);
+    if (typeof parsed === "string") throw new FieldError(`${clusterField}.proxy-url`, parsed);
+    proxyUrl = parsed;
+  }
   let tokenFile: string | undefined;
   if (u.tokenFile !== undefined) {
     tokenFile = resolve(baseDir, u.tokenFile as string);
@@ -269,12 +282,19 @@ function credentialsFrom(
   return {
     server: checkServerUrl(`${clusterField}.server`, c.server),
     insecure,
-    ...(caPem !== undefined ? { caPem } : {}),
+    ...(caPem !== undefined ? { caPem, caOrigin: `${clusterField}.${caKey(c)}` } : {}),
+    ...(proxyUrl !== undefined ? { proxyUrl } : {}),
     ...(c["tls-server-name"] !== undefined ? { tlsServerName: c["tls-server-name"] } : {}),
     ...(certPem !== undefined ? { certPem, keyPem } : {}),
     ...(u.token !== undefined ? { token: u.token as string } : {}),
     ...(tokenFile !== undefined ? { tokenFile } : {}),
   };
+}
+
+function caKey(cluster: Record<string, unknown>): string {
+  return cluster["certificate-authority"] !== undefined
+    ? "certificate-authority"
+    : "certificate-authority-data";
 }
 
 function parseKubeconfig(text: string, baseDir: string, files: string[]): Credentials {
@@ -307,7 +327,11 @@ export function loadKubeconfig(path: string): KubeconfigResult {
     return { ok: false, error: `kubeconfig ${absolute}: not readable: ${reason(e)}`, files };
   }
   try {
-    return { ok: true, credentials: parseKubeconfig(text, dirname(absolute), files), files };
+    const credentials = parseKubeconfig(text, dirname(absolute), files);
+    if (credentials.caOrigin !== undefined) {
+      credentials.caOrigin = `kubeconfig ${absolute}: ${credentials.caOrigin}`;
+    }
+    return { ok: true, credentials, files };
   } catch (e) {
     return { ok: false, error: `kubeconfig ${absolute}: ${reason(e)}`, files };
   }

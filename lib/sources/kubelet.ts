@@ -1,60 +1,136 @@
 /**
  * The kubelet's `/pods`: the pods it was told to run, which is how the agent discovers parents
- * while the API server is gone. The secure port first, with the kubeconfig's client certificate;
- * then, if configured, the read-only port (plain HTTP, no credentials).
+ * while the API server is gone. The secure port first, with the kubeconfig's credentials; then,
+ * if configured, the read-only port (plain HTTP, no credentials).
+ *
+ * Which credentials go to the secure port depends on whether its serving certificate verifies,
+ * because a bearer token, unlike a client certificate, can be replayed by whoever receives it:
+ * - `kubeletCaFile: <path>`: verified with that CA;
+ * - unset: verified with the kubeconfig's cluster CA (the system's roots if it names none). A
+ *   kubelet serving its own self-signed certificate (kubeadm's default) does not verify: with a
+ *   client certificate and no token it is then asked unverified, with the certificate only
+ *   (nothing replayable leaves the node), said once, and remembered for the client's lifetime;
+ * - `kubeletCaFile: off`: not verified; the client certificate only.
+ * A token is never sent to a kubelet that was not verified: the call fails as misconfigured and
+ * says to set kubeletCaFile.
  */
 import type { Pod } from "../core/pod.ts";
 import { PodListSchema } from "./apiserver.ts";
-import { getJson, type HttpTarget } from "./http.ts";
+import { CERTIFICATE_NOT_VERIFIED, getJson, type HttpTarget, type TlsSettings } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
+import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
 import { failed, type SourceResult } from "./types.ts";
 
 export interface KubeletClient {
   listPods(): Promise<SourceResult<Pod[]>>;
 }
 
+/** How the kubelet's serving certificate is verified (the `kubeletCaFile` setting). */
+export type KubeletCa =
+  | { kind: "file"; path: string; pem: string }
+  | { kind: "cluster" }
+  | { kind: "off" };
+
+/** Where the CA of a kubelet's own self-signed certificate is, on a kubeadm node. */
+export const SELF_SIGNED_KUBELET_CA = "/var/lib/kubelet/pki/kubelet.crt";
+
 export interface KubeletClientOptions {
   /** The secure port, e.g. `https://127.0.0.1:10250`. */
   url: string;
   /** The read-only port, e.g. `http://127.0.0.1:10255`; unset: not asked. */
   readonlyUrl?: string;
-  /** CA of the kubelet's serving certificate; unset: the certificate is not verified (a
-   *  kubelet's own certificate is self-signed). */
-  caPem?: string;
+  ca: KubeletCa;
   creds: Credentials;
   timeoutMs: number;
+  /** Where the proxy variables are read, once, now (lib/sources/proxy.ts). */
+  env?: ProxyEnvironment;
+  /** Told once, when the kubelet is first asked unverified because its certificate did not
+   *  verify against the cluster CA. */
+  onUnverified?: (message: string, fields: Record<string, string>) => void;
 }
 
+function describeCa(ca: KubeletCa, creds: Credentials): string {
+  if (ca.kind === "file") return `kubeletCaFile ${ca.path}`;
+  if (ca.kind === "off") return "nothing (kubeletCaFile is off)";
+  return creds.caPem !== undefined
+    ? `the kubeconfig's cluster CA (${creds.caOrigin ?? "certificate-authority"})`
+    : "the system's roots (the kubeconfig names no certificate-authority)";
+}
+
+const HOW_TO_VERIFY = `set kubeletCaFile to the CA that signed the kubelet's serving ` +
+  `certificate (for a kubelet's own self-signed certificate: ${SELF_SIGNED_KUBELET_CA})`;
+
 export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
-  const verified = opts.caPem !== undefined;
-  const secure: HttpTarget = {
+  const { creds, ca } = opts;
+  const env = opts.env ?? Deno.env.toObject();
+  const hasToken = creds.token !== undefined || creds.tokenFile !== undefined;
+  const clientCert: Pick<TlsSettings, "certPem" | "keyPem"> = creds.certPem !== undefined
+    ? { certPem: creds.certPem, keyPem: creds.keyPem }
+    : {};
+  const caPem = ca.kind === "file" ? ca.pem : ca.kind === "cluster" ? creds.caPem : undefined;
+  const secure = (tls: TlsSettings): HttpTarget => ({
     source: "kubelet",
     baseUrl: opts.url,
     timeoutMs: opts.timeoutMs,
-    tls: {
-      verifyServer: verified,
-      ...(verified ? { caPem: opts.caPem } : {}),
-      ...(opts.creds.certPem !== undefined
-        ? { certPem: opts.creds.certPem, keyPem: opts.creds.keyPem }
-        : {}),
-    },
+    proxy: chooseProxy(new URL(opts.url), env),
+    tls,
+  });
+  const verifying = secure({ verifyServer: true, ...(caPem ? { caPem } : {}), ...clientCert });
+  const unverified = secure({ verifyServer: false, ...clientCert });
+  const readonly: HttpTarget | undefined = opts.readonlyUrl === undefined ? undefined : {
+    source: "kubelet",
+    baseUrl: opts.readonlyUrl,
+    timeoutMs: opts.timeoutMs,
+    proxy: chooseProxy(new URL(opts.readonlyUrl), env),
   };
-  const readonly: HttpTarget | undefined = opts.readonlyUrl === undefined
-    ? undefined
-    : { source: "kubelet", baseUrl: opts.readonlyUrl, timeoutMs: opts.timeoutMs };
+  const pods = `GET ${opts.url}/pods`;
+  const tokenNotSent = (why: string) =>
+    failed<Pod[]>(
+      "kubelet",
+      "misconfigured",
+      `${pods}: ${why}, so the bearer token was not sent: ${HOW_TO_VERIFY}`,
+      undefined,
+      "kubelet certificate not verified, token not sent",
+    );
+  /** Set once the certificate did not verify against the cluster CA (the default only). */
+  let askUnverified = ca.kind === "off";
 
   async function listSecure(): Promise<SourceResult<Pod[]>> {
-    // A bearer token is sent only to a kubelet whose certificate was verified: unlike a client
-    // certificate, a token handed to whoever answers on the port can be replayed by them.
-    let bearerToken: string | undefined;
-    if (verified) {
-      const token = await readBearerToken(opts.creds);
-      if (!token.ok) {
-        return failed("kubelet", "unauthorized", `GET ${opts.url}/pods: ${token.error}`);
+    if (askUnverified) {
+      if (hasToken && creds.certPem === undefined) {
+        return tokenNotSent(
+          "kubeletCaFile is off, so the kubelet's serving certificate is not verified",
+        );
       }
+      return getJson(unverified, { path: "/pods", schema: PodListSchema });
+    }
+    let bearerToken: string | undefined;
+    if (hasToken) {
+      const token = await readBearerToken(creds);
+      if (!token.ok) return failed("kubelet", "unauthorized", `${pods}: ${token.error}`);
       bearerToken = token.token;
     }
-    return getJson(secure, { path: "/pods", schema: PodListSchema, bearerToken });
+    // The token is written only once the handshake has verified the certificate.
+    const result = await getJson(verifying, { path: "/pods", schema: PodListSchema, bearerToken });
+    if (result.ok || result.failure.problem !== CERTIFICATE_NOT_VERIFIED) return result;
+    // What the handshake said, without the request (and proxy) it was said of.
+    const said = result.failure.message.slice(result.failure.message.indexOf(": ") + 2);
+    const against = `the kubelet's serving certificate could not be verified against ${
+      describeCa(ca, creds)
+    } (${said})`;
+    if (hasToken) return tokenNotSent(against);
+    if (ca.kind === "file") {
+      return failed("kubelet", "misconfigured", `${pods}: ${against}: ${HOW_TO_VERIFY}`);
+    }
+    askUnverified = true;
+    opts.onUnverified?.(
+      "the kubelet's serving certificate is not signed by the cluster CA: it is asked " +
+        "unverified, with the client certificate only; to verify it, set kubeletCaFile " +
+        `(for a kubelet's own self-signed certificate: ${SELF_SIGNED_KUBELET_CA}), or set ` +
+        "kubeletCaFile to off to ask it unverified without this warning",
+      { kubelet: opts.url, error: against },
+    );
+    return getJson(unverified, { path: "/pods", schema: PodListSchema });
   }
 
   return {
@@ -68,6 +144,7 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
         first.failure.kind,
         `${first.failure.message}; read-only port: ${second.failure.message}`,
         first.failure.status,
+        first.failure.problem,
       );
     },
   };

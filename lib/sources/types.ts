@@ -29,6 +29,12 @@ export interface SourceFailure {
   /** One line, for logs: what was asked and what went wrong. */
   message: string;
   status?: number;
+  /**
+   * What kind of problem this is, in a few words that stay the same from one pass to the next
+   * while the problem does (`not JSON (text/html)`, `body cut short`), where the message quotes
+   * what varies. Unset: the message says it.
+   */
+  problem?: string;
 }
 
 export type SourceResult<T> = { ok: true; value: T } | { ok: false; failure: SourceFailure };
@@ -42,8 +48,18 @@ export function failed<T>(
   kind: FailureKind,
   message: string,
   status?: number,
+  problem?: string,
 ): SourceResult<T> {
-  return { ok: false, failure: { source, kind, message, ...(status ? { status } : {}) } };
+  return {
+    ok: false,
+    failure: {
+      source,
+      kind,
+      message,
+      ...(status ? { status } : {}),
+      ...(problem !== undefined ? { problem } : {}),
+    },
+  };
 }
 
 /** 401, 403 and an unusable kubeconfig mean the agent is misconfigured, not the cluster down. */

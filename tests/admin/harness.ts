@@ -5,6 +5,7 @@
 import { join } from "node:path";
 import { Agent } from "../../lib/agent.ts";
 import { concatBytes } from "../../lib/bytes.ts";
+import { createDirectHttpClient } from "../../lib/direct_http.ts";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import type { Config } from "../../lib/config/types.ts";
@@ -131,21 +132,22 @@ export async function withServedDaemon(
       clock: fixture.clock,
       log: fixture.log.logger,
     });
-    const client = listen.kind === "unix"
-      ? Deno.createHttpClient({ proxy: { transport: "unix", path: listen.path } })
-      : undefined;
+    // Never through a proxy the environment may name (lib/direct_http.ts).
+    const client = createDirectHttpClient(
+      listen.kind === "unix" ? { proxy: { transport: "unix", path: listen.path } } : {},
+    );
     const origin = listen.kind === "unix" ? "http://localhost" : `http://${server.address}`;
     const served = Object.assign(fixture, {
       server,
       listen,
       request: (path: string, init: RequestInit = {}) =>
-        fetch(`${origin}${path}`, { ...init, ...(client ? { client } : {}) }),
+        fetch(`${origin}${path}`, { ...init, client }),
       raw: (head: string, body?: Uint8Array) => rawRequest(listen, server.address, head, body),
     });
     try {
       await fn(served);
     } finally {
-      client?.close();
+      client.close();
       await server.close();
     }
   } finally {

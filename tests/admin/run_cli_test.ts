@@ -4,6 +4,7 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
 import { join } from "node:path";
+import { createDirectHttpClient } from "../../lib/direct_http.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
@@ -70,7 +71,7 @@ Deno.test("ckpt-agent run serves its admin socket, and removes it after the last
       stdout: "piped",
       stderr: "piped",
     }).spawn();
-    const client = Deno.createHttpClient({ proxy: { transport: "unix", path: socket } });
+    const client = createDirectHttpClient({ proxy: { transport: "unix", path: socket } });
     try {
       await (await untilAnswers(client, "/readyz")).body?.cancel();
       const list = await (await fetch("http://localhost/v1/checkpoints", { client })).json();

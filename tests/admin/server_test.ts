@@ -6,6 +6,7 @@ import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:ass
 import { join } from "node:path";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { AdminListenError, serveAdmin, startAdminServer } from "../../lib/admin/server.ts";
+import { createDirectHttpClient } from "../../lib/direct_http.ts";
 import { DaemonFixture, withServedDaemon } from "./harness.ts";
 
 async function withDaemon(fn: (f: DaemonFixture) => Promise<void>) {
@@ -25,8 +26,20 @@ function socketPath(f: DaemonFixture): string {
   return join(f.node.root, "run/admin.sock");
 }
 
+/** The status of a GET, never through a proxy the environment may name. */
+async function directFetch(url: string): Promise<{ status: number }> {
+  const client = createDirectHttpClient({});
+  try {
+    const response = await fetch(url, { client });
+    await response.body?.cancel();
+    return { status: response.status };
+  } finally {
+    client.close();
+  }
+}
+
 async function healthz(path: string): Promise<number> {
-  const client = Deno.createHttpClient({ proxy: { transport: "unix", path } });
+  const client = createDirectHttpClient({ proxy: { transport: "unix", path } });
   try {
     const response = await fetch("http://localhost/healthz", { client });
     await response.body?.cancel();
@@ -143,9 +156,8 @@ Deno.test("tcp: port 0 reports the real port; an address in use leaves the agent
     try {
       const port = Number(first.address.split(":")[1]);
       assert(port > 0);
-      const response = await fetch(`http://127.0.0.1:${port}/healthz`);
+      const response = await directFetch(`http://127.0.0.1:${port}/healthz`);
       assertEquals(response.status, 200);
-      await response.body?.cancel();
 
       const second = await serveAdmin(options(f, { kind: "tcp", hostname: "127.0.0.1", port }));
       assertEquals(second, undefined);
@@ -163,9 +175,8 @@ Deno.test("tcp: the IPv6 loopback", async () => {
     const server = await startAdminServer(options(f, { kind: "tcp", hostname: "::1", port: 0 }));
     try {
       assert(server.address.startsWith("[::1]:"), server.address);
-      const response = await fetch(`http://${server.address}/readyz`);
+      const response = await directFetch(`http://${server.address}/readyz`);
       assertEquals(response.status, 503);
-      await response.body?.cancel();
     } finally {
       await server.close();
     }

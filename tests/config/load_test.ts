@@ -20,6 +20,8 @@ const DEFAULT_CONFIG: Config = {
   checkpointGracePeriodMs: 60_000,
   nodeName: "node-1",
   kubeletUrl: "https://127.0.0.1:10250",
+  apiTimeoutMs: 10_000,
+  kubeletTimeoutMs: 5_000,
   staticPodDir: "/etc/kubernetes/manifests",
   inactiveDir: "/etc/kubernetes/inactive-manifests",
   secretsDir: "/etc/kubernetes/checkpoint-secrets",
@@ -83,6 +85,8 @@ nodeName: cp-1
 kubeletUrl: https://10.0.0.1:10250
 kubeletReadonlyUrl: http://127.0.0.1:10255
 kubeletCaFile: /k/kubelet-ca.crt
+apiTimeout: 3s
+kubeletTimeout: 1500ms
 staticPodDir: /k/manifests
 inactiveDir: /k/inactive
 secretsDir: /k/secrets
@@ -108,6 +112,8 @@ adminTokenFile: /k/token
     kubeletUrl: "https://10.0.0.1:10250",
     kubeletReadonlyUrl: "http://127.0.0.1:10255",
     kubeletCaFile: "/k/kubelet-ca.crt",
+    apiTimeoutMs: 3_000,
+    kubeletTimeoutMs: 1_500,
     staticPodDir: "/k/manifests",
     inactiveDir: "/k/inactive",
     secretsDir: "/k/secrets",
@@ -286,12 +292,13 @@ Deno.test("a file that is not a mapping of settings", async () => {
   assertEquals((await loadYaml("# nothing set\n")).config, DEFAULT_CONFIG);
 });
 
-Deno.test("unset optional keys in YAML leave the feature off", async () => {
+Deno.test("unset optional keys in YAML leave the default: no read-only port, the cluster CA", async () => {
   const { config } = await loadYaml("kubeletReadonlyUrl:\nkubeletCaFile: null\n");
   assertEquals(config, DEFAULT_CONFIG);
+  // For the kubelet CA, off is not the default: it turns verification off.
   assertEquals(
     (await loadYaml("kubeletReadonlyUrl: off\nkubeletCaFile: off\n")).config,
-    DEFAULT_CONFIG,
+    { ...DEFAULT_CONFIG, kubeletCaFile: "off" },
   );
 });
 
@@ -303,7 +310,21 @@ Deno.test("off as a flag turns off an optional feature the file turned on", asyn
     "off",
     "--kubelet-ca-file=off",
   ]);
-  assertEquals(config, DEFAULT_CONFIG);
+  assertEquals(config, { ...DEFAULT_CONFIG, kubeletCaFile: "off" });
+});
+
+Deno.test("the API server and kubelet timeouts: flags, and no zero, no unitless number", async () => {
+  const { config } = await load(["--api-timeout", "2s", "--kubelet-timeout=750ms"]);
+  assertEquals([config.apiTimeoutMs, config.kubeletTimeoutMs], [2_000, 750]);
+  assertEquals(
+    await usageError(() => load(["--api-timeout", "0s"])),
+    "--api-timeout: must be longer than 0",
+  );
+  const unitless = await usageError(() => loadYaml({ kubeletTimeout: 5 }));
+  assert(
+    unitless.endsWith(': kubeletTimeout: 5 has no unit (seconds? milliseconds?); write e.g. "5s"'),
+    unitless,
+  );
 });
 
 Deno.test("a missing --config file is an error, a missing default file is not", async () => {

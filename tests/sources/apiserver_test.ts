@@ -117,6 +117,70 @@ Deno.test("listNodePods during an outage is a failure of the right kind, never a
   });
 });
 
+Deno.test("a 200 that is an HTML page, a body cut short or another kind: unavailable, quoted", async () => {
+  await withApiServer(async ({ server, client }) => {
+    server.setPods([onNode("default/web", NODE_NAME)]);
+    server.setSecret("kube-system", "certs", { "tls.key": "key" });
+    const api = await client();
+    const cases = [
+      ["html", "not JSON (text/html)", '"<!DOCTYPE html>\\n<html><head><title>Service Unavailable'],
+      ["truncated", "body cut short", '"{\\"kind\\":\\"PodList\\",\\"apiVersion\\":\\"v1\\"'],
+      ["wrong-kind", 'unexpected body: kind: expected "PodList"', '"{\\"kind\\":\\"SecretList\\"'],
+    ] as const;
+    for (const [fault, problem, start] of cases) {
+      server.setFault(fault);
+      const f = failure(await api.listNodePods(NODE_NAME));
+      assertEquals([fault, f.kind, f.problem], [fault, "bad-response", problem]);
+      assert(f.message.includes(`: ${start}`), f.message);
+      // And the same for an object.
+      const secret = failure(await api.getSecret("kube-system", "certs"));
+      assertEquals([fault, secret.kind], [fault, "bad-response"]);
+    }
+    // Cut short: said at once, with what the promised length was.
+    server.setFault("truncated");
+    const cut = failure(await (await client({}, 60_000)).listNodePods(NODE_NAME));
+    assert(/body cut short after \d+ of \d+ bytes/.test(cut.message), cut.message);
+    server.setFault("none");
+    assertEquals(value(await api.listNodePods(NODE_NAME)).length, 1);
+  });
+});
+
+/** A peer answering 200 with `bodies[path]`, and a GET of a PodList from it. */
+async function withBodies(
+  bodies: Record<string, unknown>,
+  fn: (list: (path: string) => Promise<SourceResult<Pod[]>>) => Promise<void>,
+) {
+  const peer = await startSimPeer({
+    handle: (request) => ({ status: 200, body: bodies[request.path] }),
+    failure: () => ({ status: 503, body: "" }),
+  });
+  try {
+    await fn((path) =>
+      getJson({ source: "apiserver", baseUrl: peer.url, timeoutMs: TIMEOUT_MS }, {
+        path,
+        schema: PodListSchema,
+      })
+    );
+  } finally {
+    await peer.close();
+  }
+}
+
+Deno.test('"items": null is an empty list, a list without items is not', async () => {
+  const bodies: Record<string, unknown> = {
+    "/null": { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: "7" }, items: null },
+    "/missing": { kind: "PodList", apiVersion: "v1", metadata: {} },
+  };
+  await withBodies(bodies, async (list) => {
+    assertEquals(await list("/null"), { ok: true, value: [] });
+    const missing = failure(await list("/missing"));
+    assertEquals([missing.kind, missing.problem], [
+      "bad-response",
+      "unexpected body: items: missing (array)",
+    ]);
+  });
+});
+
 Deno.test("listNodePods times out on an API server that never answers", async () => {
   await withApiServer(async ({ server, client }) => {
     server.setFault("hang");
@@ -233,7 +297,8 @@ Deno.test("a 200 that is not a PodList is a bad response, not an empty list", as
     const api = createApiServerClient({ server: impostor.url, insecure: false }, TIMEOUT_MS);
     const f = failure(await api.listNodePods(NODE_NAME));
     assertEquals(f.kind, "bad-response");
-    assert(f.message.endsWith('unexpected body: kind: expected "PodList"'), f.message);
+    assertEquals(f.problem, 'unexpected body: kind: expected "PodList"');
+    assert(f.message.endsWith(`${f.problem}: "{\\"items\\":[]}"`), f.message);
   } finally {
     await impostor.close();
   }
@@ -249,30 +314,19 @@ Deno.test("a PodList with an item that is not a pod is refused, naming the item'
     },
     "/scalar": { kind: "PodList", items: [7] },
   };
-  const peer = await startSimPeer({
-    handle: (request) => ({ status: 200, body: bodies[request.path] }),
-    failure: () => ({ status: 503, body: "" }),
-  });
-  try {
-    const list = (path: string) =>
-      getJson({ source: "apiserver", baseUrl: peer.url, timeoutMs: TIMEOUT_MS }, {
-        path,
-        schema: PodListSchema,
-      });
+  await withBodies(bodies, async (list) => {
     const messages: Record<string, string> = {};
     for (const path of Object.keys(bodies)) {
       const f = failure(await list(path));
       assertEquals(f.kind, "bad-response");
-      messages[path] = f.message.slice(f.message.indexOf("unexpected body: "));
+      messages[path] = f.problem!;
     }
     assertEquals(messages, {
       "/nameless": "unexpected body: items[1].metadata.name: missing (string)",
       "/labels": "unexpected body: items[2].metadata.labels.tier: expected string, received number",
       "/scalar": "unexpected body: items[0]: expected object, received number",
     });
-  } finally {
-    await peer.close();
-  }
+  });
 });
 
 Deno.test("PodListSchema keeps the parsed items themselves, every field included", () => {

@@ -1,5 +1,6 @@
 /** The shared GET helper: JSON validation, failure classification, deadlines, caps and TLS. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import net from "node:net";
 import { z } from "zod";
 import {
   ConnectionPool,
@@ -89,11 +90,63 @@ Deno.test("getJson refuses a body that is not the expected JSON", async () => {
       messages[path] = f.message.slice(`GET ${peer.url}${path}: `.length);
     }
     assertEquals(messages, {
-      "/text": "body is not JSON: <html>proxy login</html>",
-      "/empty": "body is not JSON: (empty)",
-      "/wrong": "unexpected body: answer: expected number, received string",
+      "/text":
+        'body is not JSON (content-type text/plain; charset=utf-8): "<html>proxy login</html>"',
+      "/empty": 'body is not JSON (content-type text/plain; charset=utf-8): ""',
+      "/wrong":
+        'unexpected body: answer: expected number, received string: "{\\"answer\\":\\"forty-two\\"}"',
     });
   });
+});
+
+/**
+ * A server that answers every request with `head` and `body` written as they are, then closes
+ * the connection: what a peer that dies mid-answer, or a proxy that cuts it, leaves.
+ */
+async function cuttingServer(head: string, body: string) {
+  const server = net.createServer((socket) => {
+    socket.on("error", () => {});
+    socket.once("data", () => socket.end(`${head}\r\n\r\n${body}`));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+Deno.test("a body cut short, by length or mid-chunk, fails at once; a cut JSON document too", async () => {
+  const cases: [string, string, string, string][] = [
+    [
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000",
+      '{"kind":"PodList","items":[{"metadata"',
+      "body cut short",
+      'body cut short after 38 of 1000 bytes, the connection closed before its end: "{\\"kind',
+    ],
+    [
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked",
+      '11\r\n{"kind":"PodList"\r\n',
+      "body cut short",
+      'body cut short after 17 bytes, the connection closed before its end: "{\\"kind',
+    ],
+    // Complete as HTTP, but the document itself ends early.
+    [
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17",
+      '{"kind":"PodList"',
+      "not JSON (application/json)",
+      'body is not JSON (content-type application/json): "{\\"kind\\":\\"PodList\\""',
+    ],
+  ];
+  for (const [head, body, problem, detail] of cases) {
+    await using(cuttingServer(head, body), async (server) => {
+      // A minute to answer: a failure that waited for the deadline would say "timeout".
+      const f = failure(
+        await getJson(target(server.url, { timeoutMs: 60_000 }), { path: "/", schema: Answer }),
+      );
+      assertEquals([f.kind, f.problem], ["bad-response", problem]);
+      assert(f.message.startsWith(`GET ${server.url}/: ${detail}`), f.message);
+    });
+  }
 });
 
 Deno.test("getJson refuses a body larger than the cap", async () => {

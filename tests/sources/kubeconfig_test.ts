@@ -55,6 +55,7 @@ Deno.test("kubeconfig with inline -data yields the PEMs it embeds", async () => 
       server: SERVER,
       insecure: false,
       caPem: ca.certPem,
+      caOrigin: `kubeconfig ${path}: clusters[0].cluster.certificate-authority-data`,
       certPem: nodeClient.certPem,
       keyPem: nodeClient.keyPem,
     });
@@ -74,6 +75,7 @@ Deno.test("kubeconfig file references resolve against the kubeconfig's directory
     });
     const creds = loaded(path);
     assertEquals(creds.caPem, ca.certPem);
+    assertEquals(creds.caOrigin, `kubeconfig ${path}: clusters[0].cluster.certificate-authority`);
     assertEquals(creds.certPem, nodeClient.certPem);
     assertEquals(creds.keyPem, nodeClient.keyPem);
   });
@@ -92,6 +94,7 @@ Deno.test("kubeconfig accepts absolute paths and the key formats kubelets and ku
     }, { "client-certificate": `${dir}/client.pem`, "client-key": `${dir}/client.pem` });
     const creds = loaded(path);
     assertEquals(creds.caPem, ca.certPem);
+    assertEquals(creds.caOrigin, `kubeconfig ${path}: clusters[0].cluster.certificate-authority`);
     assertEquals(creds.certPem, nodeClient.certPem);
     assertEquals(creds.keyPem, sec1);
   });
@@ -164,7 +167,24 @@ Deno.test("kubeconfig uses the current context, not the first one", async () => 
         "current-context": "b",
       }),
     );
-    assertEquals(loaded(path), { server: SERVER, insecure: false, caPem: ca.certPem, token: "n" });
+    assertEquals(loaded(path), {
+      server: SERVER,
+      insecure: false,
+      caPem: ca.certPem,
+      caOrigin: `kubeconfig ${path}: clusters[1].cluster.certificate-authority-data`,
+      token: "n",
+    });
+  });
+});
+
+Deno.test("a cluster's proxy-url is read as client-go reads it", async () => {
+  await withTempDir(async (dir) => {
+    for (
+      const proxy of ["http://p:3128", "https://u:pw@p", "socks5://10.0.0.1:1080", "socks5h://p"]
+    ) {
+      const path = await writeYaml(dir, { server: SERVER, "proxy-url": proxy }, {});
+      assertEquals(loaded(path).proxyUrl?.href, new URL(proxy).href);
+    }
   });
 });
 
@@ -244,6 +264,13 @@ Deno.test("kubeconfig errors name the field that is wrong", async () => {
         {},
         {},
         "clusters[0].cluster.insecure-skip-tls-verify: expected boolean, received string",
+      ],
+      [
+        { server: SERVER, "proxy-url": "proxy.corp:3128" },
+        {},
+        {},
+        'clusters[0].cluster.proxy-url: "proxy.corp:3128": proxy scheme proxy.corp: is not ' +
+        "supported (http, https, socks5, socks5h)",
       ],
     ];
     await Deno.writeTextFile(`${dir}/c.crt`, nodeClient.certPem);
