@@ -2,7 +2,7 @@
  * A client of a running agent's admin endpoint, over TCP or its unix socket, for commands such
  * as `ckpt-agent status`.
  */
-import { createDirectHttpClient } from "../direct_http.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../direct_http.ts";
 import { connectAddress, formatListenAddress, type ListenAddress } from "./listen.ts";
 
 /** The endpoint answers from memory: a slower answer means the agent is stuck. */
@@ -26,7 +26,7 @@ export async function adminGetJson(
   );
   // Over a unix socket the host is not used; the path and headers are what the server sees.
   const origin = target.kind === "unix"
-    ? "http://localhost"
+    ? UNIX_SOCKET_ORIGIN
     : `http://${formatListenAddress(target)}`;
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error(`no answer in ${timeoutMs} ms`)), timeoutMs);

@@ -10,7 +10,7 @@
  * complete message; anything else is a failure, which the agent treats as "runtime not asked".
  */
 import { readBounded } from "../bytes.ts";
-import { createDirectHttpClient } from "../direct_http.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../direct_http.ts";
 
 /** The gRPC status codes (grpc/grpc, doc/statuscodes.md). */
 export const GrpcStatus = {
@@ -67,8 +67,8 @@ export class GrpcUnaryClient {
   async call(path: string, request: Uint8Array, timeoutMs: number): Promise<GrpcOutcome> {
     const signal = AbortSignal.timeout(timeoutMs);
     try {
-      // The authority is not used to connect (the socket is); it names the peer in logs.
-      const response = await fetch(`http://localhost${path}`, {
+      // The socket connects; the origin only has to stay clear of NO_PROXY (lib/direct_http.ts).
+      const response = await fetch(`${UNIX_SOCKET_ORIGIN}${path}`, {
         method: "POST",
         client: this.#http,
         signal,

@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { Agent } from "../../lib/agent.ts";
 import { concatBytes } from "../../lib/bytes.ts";
-import { createDirectHttpClient } from "../../lib/direct_http.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/direct_http.ts";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import type { Config } from "../../lib/config/types.ts";
@@ -136,7 +136,7 @@ export async function withServedDaemon(
     const client = createDirectHttpClient(
       listen.kind === "unix" ? { proxy: { transport: "unix", path: listen.path } } : {},
     );
-    const origin = listen.kind === "unix" ? "http://localhost" : `http://${server.address}`;
+    const origin = listen.kind === "unix" ? UNIX_SOCKET_ORIGIN : `http://${server.address}`;
     const served = Object.assign(fixture, {
       server,
       listen,

@@ -4,7 +4,7 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
 import { join } from "node:path";
-import { createDirectHttpClient } from "../../lib/direct_http.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/direct_http.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
@@ -50,7 +50,7 @@ async function untilAnswers(client: Deno.HttpClient, path: string): Promise<Resp
   // Bounded: the daemon starts in well under a second; give up after 300 tries.
   for (let attempt = 0; attempt < 300; attempt++) {
     try {
-      const response = await fetch(`http://localhost${path}`, { client });
+      const response = await fetch(`${UNIX_SOCKET_ORIGIN}${path}`, { client });
       if (response.status === 200) return response;
       await response.body?.cancel();
     } catch (e) {
@@ -74,7 +74,7 @@ Deno.test("ckpt-agent run serves its admin socket, and removes it after the last
     const client = createDirectHttpClient({ proxy: { transport: "unix", path: socket } });
     try {
       await (await untilAnswers(client, "/readyz")).body?.cancel();
-      const list = await (await fetch("http://localhost/v1/checkpoints", { client })).json();
+      const list = await (await fetch(`${UNIX_SOCKET_ORIGIN}/v1/checkpoints`, { client })).json();
       assertEquals(list.checkpoints.length, 3);
     } finally {
       client.close();

@@ -6,7 +6,7 @@ import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:ass
 import { join } from "node:path";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { AdminListenError, serveAdmin, startAdminServer } from "../../lib/admin/server.ts";
-import { createDirectHttpClient } from "../../lib/direct_http.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/direct_http.ts";
 import { DaemonFixture, withServedDaemon } from "./harness.ts";
 
 async function withDaemon(fn: (f: DaemonFixture) => Promise<void>) {
@@ -41,7 +41,7 @@ async function directFetch(url: string): Promise<{ status: number }> {
 async function healthz(path: string): Promise<number> {
   const client = createDirectHttpClient({ proxy: { transport: "unix", path } });
   try {
-    const response = await fetch("http://localhost/healthz", { client });
+    const response = await fetch(`${UNIX_SOCKET_ORIGIN}/healthz`, { client });
     await response.body?.cancel();
     return response.status;
   } finally {

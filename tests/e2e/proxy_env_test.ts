@@ -63,7 +63,13 @@ Deno.test("the CRI client reaches the simulated runtime in every proxy environme
   const dir = await Deno.makeTempDir({ prefix: "cri-env-" });
   const runtime = await CriSimServer.start({ socketPath: join(dir, "runtime.sock") });
   try {
-    runtime.setPods([{ namespace: "kube-system", name: "etcd", uid: "u1", ready: true }]);
+    runtime.setPods([{
+      namespace: "kube-system",
+      name: "etcd",
+      uid: "u1",
+      ready: true,
+      containers: [{ name: "etcd", state: "running" }],
+    }]);
     await assertRuntimeAnswers(runtime.endpoint, ["etcd"]);
   } finally {
     await runtime.close();
