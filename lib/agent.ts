@@ -266,6 +266,8 @@ export class Agent {
   readonly #saidNames = new Map<string, string>();
   /** Whether this process has swept both manifest dirs of temp files a crash left. */
   #swept = false;
+  /** The manifest file name of every checkpoint, as the last pass that wrote assigned them. */
+  #manifestFiles: ReadonlyMap<string, string> = new Map();
   /** Passes so far, and the failures logged (source/kind/problem) with the pass last seen in. */
   #passes = 0;
   readonly #problemsSeen = new Map<string, number>();
@@ -281,6 +283,11 @@ export class Agent {
       secretsDir: c.secretsDir,
       configmapsDir: c.configmapsDir,
     };
+  }
+
+  /** The file name of a checkpoint's manifests; undefined before a pass has placed it. */
+  manifestFileOf(id: string): string | undefined {
+    return this.#manifestFiles.get(id);
   }
 
   /** Asks every source at once; a failed source is flagged in the snapshot, never faked. */
@@ -360,6 +367,7 @@ export class Agent {
       await this.#sweepOnce();
       // Before any write: two checkpoints written at once must never target one file.
       const names = assignManifestNames(checkpointedIds(result), obs.manifestFiles);
+      this.#manifestFiles = names.names;
       this.#sayNames(names);
       await this.#checkpointParents(result, obs, names, report);
       await this.#applyActions(result, obs, names, report);

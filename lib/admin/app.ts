@@ -119,7 +119,9 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
   });
 
   route("GET", "/v1/checkpoints", (c) => {
-    const checkpoints = daemon.stores.status.list().map((r) => checkpointView(r, daemon.config));
+    const checkpoints = daemon.stores.status.list().map((r) =>
+      checkpointView(r, daemon.config, daemon.agent.manifestFileOf(r.id))
+    );
     return c.json({ checkpoints });
   });
 
@@ -135,7 +137,7 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
       throw e;
     }
     if (!record) return fail(c, 404, `no checkpoint ${id}`);
-    return c.json(checkpointView(record, daemon.config));
+    return c.json(checkpointView(record, daemon.config, daemon.agent.manifestFileOf(id)));
   });
 
   // Any other shape under /v1/checkpoints/ (one segment, three, an encoded slash) is a bad id.

@@ -41,8 +41,15 @@ export function sinceOf(record: StoredStatus): string {
   return stamps.reduce((latest, s) => parseInstant(s)! > parseInstant(latest)! ? s : latest);
 }
 
-/** The view of one record; the store validated its id, so its paths can be built. */
-export function checkpointView(record: StatusRecord, dirs: ManifestPaths): CheckpointView {
+/**
+ * The view of one record; the store validated its id, so its paths can be built. `manifestFile`:
+ * the name its manifests have (lib/core/manifest_names.ts); unset, bootkube's.
+ */
+export function checkpointView(
+  record: StatusRecord,
+  dirs: ManifestPaths,
+  manifestFile?: string,
+): CheckpointView {
   const { namespace, name } = splitId(record.id)!;
   return {
     id: record.id,
@@ -52,6 +59,6 @@ export function checkpointView(record: StatusRecord, dirs: ManifestPaths): Check
     ...(record.graceEnd !== undefined ? { graceEnd: record.graceEnd } : {}),
     since: sinceOf(record),
     status: { ...record, phase: phaseOf(record) },
-    paths: checkpointPaths(dirs, record.id),
+    paths: checkpointPaths(dirs, record.id, manifestFile),
   };
 }

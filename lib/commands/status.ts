@@ -10,6 +10,7 @@ import { checkpointView } from "../admin/views.ts";
 import { CommandError, EXIT_FAILURE, EXIT_OK } from "../cli/errors.ts";
 import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
+import { manifestFilesOnDisk } from "../disk/manifests.ts";
 import { readStatusRecords } from "../store/status_store.ts";
 import { OUTPUT_FLAG, outputFormat } from "./run.ts";
 
@@ -62,11 +63,13 @@ async function readStateDir(config: Config, why: string): Promise<Listing> {
       EXIT_FAILURE,
     );
   }
+  // Unreadable manifest dirs leave every path as bootkube names it.
+  const files = await manifestFilesOnDisk(config).catch(() => new Map<string, string>());
   return {
     source: "state-dir",
     stateDir: config.stateDir,
     why,
-    checkpoints: records.map((record) => checkpointView(record, config)),
+    checkpoints: records.map((record) => checkpointView(record, config, files.get(record.id))),
   };
 }
 

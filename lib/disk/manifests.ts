@@ -9,7 +9,7 @@
 import { basename, dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { type IdParts, manifestFileName, manifestFileNames, parseValidId } from "../core/ids.ts";
-import type { ManifestIndex } from "../core/manifest_names.ts";
+import { assignManifestNames, type ManifestIndex } from "../core/manifest_names.ts";
 import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
 import { podFileDirs } from "../core/sanitize.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
@@ -158,6 +158,16 @@ export function manifestIndex(dir: ManifestDir): ManifestIndex {
   }
   for (const p of dir.problems) index.set(basename(p.file), undefined);
   return index;
+}
+
+/** The file name of every checkpoint whose manifest is on disk, read without writing anything. */
+export async function manifestFilesOnDisk(paths: ManifestPaths): Promise<Map<string, string>> {
+  const [active, inactive] = await Promise.all([
+    readManifestDir(paths.staticPodDir),
+    readManifestDir(paths.inactiveDir),
+  ]);
+  const listing = { active: manifestIndex(active), inactive: manifestIndex(inactive) };
+  return assignManifestNames([], listing).names;
 }
 
 export interface CheckpointPaths {

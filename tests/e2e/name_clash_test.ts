@@ -107,6 +107,9 @@ async function scenario(
     const said = n.log.find(CLASH_LOG);
     assertEquals(said.map((l) => [l.id, l.file]), [clashed]);
     assert(String(said[0].reason).startsWith(`${BOOTKUBE} is held by the checkpoint of `));
+    // The admin endpoint's views show the names the files have.
+    const { agent } = await n.daemon();
+    for (const [id, file] of Object.entries(names)) assertEquals(agent.manifestFileOf(id), file);
 
     const c = n.config();
     const settled = await tree(c.inactiveDir, { stamps: true });
@@ -185,6 +188,17 @@ Deno.test("name clash: through ckpt-agent --once, one process per pass", async (
     assertEquals(await holders(c.staticPodDir), {});
     const verify = await runCli(["verify", "--config", configFile]);
     assertEquals(verify.code, 0, verify.stdout);
+    // With no agent running, status shows the names the files have on disk.
+    const status = await runCli(["status", "--config", configFile, "--output", "json"]);
+    const listed = JSON.parse(status.stdout) as {
+      source: string;
+      checkpoints: { id: string; paths: { inactiveManifest: string } }[];
+    };
+    assertEquals(listed.source, "state-dir");
+    assertEquals(
+      listed.checkpoints.map((v) => [v.id, v.paths.inactiveManifest]),
+      [[A, join(c.inactiveDir, BOOTKUBE)], [B, join(c.inactiveDir, B_OWN)]],
+    );
   });
 });
 
