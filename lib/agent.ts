@@ -26,6 +26,7 @@ import { type PlanDocument, planDocument } from "./core/snapshot.ts";
 import { type Action, actionOf, type CheckpointState } from "./core/state.ts";
 import { type Clock, formatInstant, type Instant, NANOS_PER_MILLI } from "./core/time.ts";
 import { sweepTempFiles, totalBytesWritten } from "./disk/atomic_write.ts";
+import { separateMounts } from "./disk/mounts.ts";
 import {
   activateCheckpoint,
   checkpointPaths,
@@ -266,6 +267,8 @@ export class Agent {
   readonly #saidNames = new Map<string, string>();
   /** Whether this process has swept both manifest dirs of temp files a crash left. */
   #swept = false;
+  /** Whether this process has looked at the manifest dirs' mounts (#warnIfActivationCopies). */
+  #mountsChecked = false;
   /** The manifest file name of every checkpoint, as the last pass that wrote assigned them. */
   #manifestFiles: ReadonlyMap<string, string> = new Map();
   /** Passes so far, and the failures logged (source/kind/problem) with the pass last seen in. */
@@ -364,6 +367,7 @@ export class Agent {
     for (const change of report.changes) log.info("state change", change);
 
     if (stores) {
+      this.#warnIfActivationCopies();
       await this.#sweepOnce();
       // Before any write: two checkpoints written at once must never target one file.
       const names = assignManifestNames(checkpointedIds(result), obs.manifestFiles);
@@ -443,6 +447,23 @@ export class Agent {
       }
     }
     this.#swept = swept;
+  }
+
+  /**
+   * Activation hard-links the inactive manifest, which needs no free space; across two mounts
+   * link(2) fails and the manifest is copied, which does. Said once per process, with the fix.
+   */
+  #warnIfActivationCopies() {
+    if (this.#mountsChecked) return;
+    this.#mountsChecked = true;
+    const mounts = separateMounts(this.#paths.staticPodDir, this.#paths.inactiveDir);
+    if (!mounts) return;
+    this.#opts.log.warn(
+      "the static-pod dir and the inactive dir are on separate mounts: activation copies " +
+        "manifests instead of linking them, and fails on a full disk; make them one mount " +
+        "(under systemd, one ReadWritePaths= entry that holds both)",
+      { staticPodDir: mounts[0], inactiveDir: mounts[1] },
+    );
   }
 
   /** Which parent got which file name because bootkube's was taken: said once per parent. */

@@ -70,6 +70,26 @@ function resolved(dir: string): string {
   }
 }
 
+function readMounts(): MountPoint[] | undefined {
+  try {
+    return parseMountInfo(Deno.readTextFileSync("/proc/self/mountinfo"));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The mount points of two directories when they differ, else undefined (also when the mounts
+ * cannot be read). A hard link between them then fails (EXDEV), even when both mounts show one
+ * file system, as bind mounts and a unit's separate ReadWritePaths= entries do.
+ */
+export function separateMounts(a: string, b: string): [string, string] | undefined {
+  const mounts = readMounts();
+  if (!mounts) return undefined;
+  const [ma, mb] = [mountOf(mounts, resolved(a)), mountOf(mounts, resolved(b))];
+  return ma && mb && ma !== mb ? [ma.path, mb.path] : undefined;
+}
+
 /**
  * Of `dirs` (absolute paths), those on a read-only mount, each with the mount point; a missing
  * directory is judged by the nearest ancestor that exists. Empty when the mounts cannot be read
@@ -77,12 +97,8 @@ function resolved(dir: string): string {
  * (docs/benchmarks.md): through Deno's blocking pool every call waits for a thread round trip.
  */
 export function readOnlyDirs(dirs: readonly string[]): Map<string, string> {
-  let mounts: MountPoint[];
-  try {
-    mounts = parseMountInfo(Deno.readTextFileSync("/proc/self/mountinfo"));
-  } catch {
-    return new Map();
-  }
+  const mounts = readMounts();
+  if (!mounts) return new Map();
   const found = new Map<string, string>();
   for (const dir of dirs) {
     const mount = mountOf(mounts, resolved(dir));

@@ -11,6 +11,7 @@ import { basename, join } from "node:path";
 import type { PassError, PassReport } from "../../lib/agent.ts";
 import { checksFor, runChecks } from "../../lib/commands/verify.ts";
 import type { Config } from "../../lib/config/types.ts";
+import { manifestFileName } from "../../lib/core/ids.ts";
 import { podId } from "../../lib/core/pod.ts";
 import { TEMP_MARKER } from "../../lib/disk/atomic_write.ts";
 import { readManifestDir } from "../../lib/disk/manifests.ts";
@@ -310,3 +311,49 @@ Deno.test(
     });
   },
 );
+
+Deno.test({
+  name:
+    "the static-pod dir and the inactive dir on separate mounts: activation copies, and says once that a full disk would stop it",
+  ignore,
+  fn: () =>
+    withTmpfs(512 * KIB, async (fs) => {
+      const dirs = await dirsOn(fs);
+      // A bind mount of the inactive dir on itself, as a unit's own ReadWritePaths= entry for it
+      // makes: one file system, two mounts.
+      await Deno.mkdir(dirs.inactiveDir!);
+      await bindOnItself(dirs.inactiveDir!);
+      try {
+        await withAgentOnNode({}, dirs, async (n) => {
+          const warning = "the static-pod dir and the inactive dir are on separate mounts";
+          await n.pass();
+          await n.node.loseControlPlane();
+          const down = await n.pass();
+          assertEquals([down.plan.starts, down.errors], [PARENTS, []]);
+          for (const id of PARENTS) {
+            const file = manifestFileName(id);
+            const [active, inactive] = await Promise.all([
+              Deno.stat(join(dirs.staticPodDir!, file)),
+              Deno.stat(join(dirs.inactiveDir!, file)),
+            ]);
+            // Copied, not linked: link(2) refuses to cross the mounts.
+            assert(active.ino !== inactive.ino, id);
+          }
+          const said = n.log.lines.filter((l) => String(l.msg).startsWith(warning));
+          assertEquals(said.map((l) => [l.level, l.inactiveDir]), [["warn", dirs.inactiveDir]]);
+        });
+      } finally {
+        await unmount(dirs.inactiveDir!);
+      }
+    }),
+});
+
+async function bindOnItself(dir: string) {
+  const out = await new Deno.Command("mount", { args: ["--bind", dir, dir] }).output();
+  assert(out.success, new TextDecoder().decode(out.stderr));
+}
+
+async function unmount(dir: string) {
+  const out = await new Deno.Command("umount", { args: [dir] }).output();
+  assert(out.success, new TextDecoder().decode(out.stderr));
+}
