@@ -2,7 +2,7 @@
  * ckpt-agent: keeps a node's control plane recoverable when the whole control plane is gone.
  * This file only dispatches; each command lives in lib/commands/.
  */
-import { CommandError } from "./lib/cli/errors.ts";
+import { exitCodeOf } from "./lib/cli/errors.ts";
 
 const USAGE = `usage: ckpt-agent [command] [flags]
 
@@ -62,11 +62,10 @@ export async function main(args: string[]): Promise<number> {
   try {
     return await command(rest);
   } catch (e) {
-    if (e instanceof CommandError) {
-      console.error(`ckpt-agent ${name}: ${e.message}`);
-      return e.exitCode;
-    }
-    throw e;
+    const code = exitCodeOf(e);
+    if (code === undefined) throw e;
+    console.error(`ckpt-agent ${name}: ${(e as Error).message}`);
+    return code;
   }
 }
 
