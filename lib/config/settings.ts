@@ -6,9 +6,10 @@
  *
  * To add a setting: add its entry below, where `ckpt-agent config` should print it, with a kind
  * from lib/config/kinds.ts (or a new one there) and a Config field that does not exist yet; then
- * use the field where the agent needs it. Two things are kept by tests and must follow: the row
- * of README.md's configuration table (tests/config/settings_test.ts says which), and
- * systemd/config.yaml (`deno run -A scripts/config_file.ts` writes it).
+ * use the field where the agent needs it. The type checker names every place that builds a whole
+ * Config by hand (the simulated node, tests). Two files are kept to the table by tests and must
+ * follow: README.md's configuration table (tests/config/settings_test.ts shows the row it wants)
+ * and systemd/config.yaml (`deno run -A scripts/config_file.ts` writes it).
  */
 import {
   absolutePath,
