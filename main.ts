@@ -1,36 +1,21 @@
 /**
  * ckpt-agent: keeps a node's control plane recoverable when the whole control plane is gone.
- * This file only dispatches; each command lives in lib/commands/.
+ * This file only dispatches, by the command table (lib/cli/commands.ts); each command lives in
+ * lib/commands/, the help in lib/cli/help.ts.
  */
-import { CommandError } from "./lib/cli/errors.ts";
-
-const USAGE = `usage: ckpt-agent [command] [flags]
-
-commands:
-  run [flags]              the daemon: a pass every poll interval (the default command)
-  --once [--dry-run] [--output text|json]
-                           one pass, for runbooks (exit 0 complete, 1 degraded, 2 config, 3 locked)
-  status [--output text|json]
-                           the checkpoints and their states, from the running agent (its admin
-                           endpoint) or else from the state directory
-  snapshot [flags]         print the live observations as a plan snapshot
-  plan --snapshot FILE|-   print the plan of one pass over a recorded snapshot
-  config [--config FILE]   check the configuration and print the effective one as YAML
-  verify [flags] [--json]  check stored records, checkpoint manifests and stored files;
-                           exit 1 if anything is unsound
-  demo [--output text|json] [--pause]
-                           the agent through an outage on a simulated node (about a second)
-  version [--output text|json]   the version, the git commit it was built from, the Deno version`;
+import { type CommandName, DEFAULT_COMMAND, isCommandName } from "./lib/cli/commands.ts";
+import { EXIT_USAGE, exitCodeOf } from "./lib/cli/errors.ts";
 
 type Command = (args: string[]) => Promise<number>;
 
 /**
  * Each command's module is loaded only when it runs: the daemon then never loads the demo's
  * simulated cluster, the certificate generator or the verifier, which made up about a fifth of
- * its JavaScript heap (docs/benchmarks.md, "Node pass"). `deno compile` embeds modules imported
- * this way like static ones.
+ * its JavaScript heap (docs/benchmarks.md, "Node pass"), and `version` and `help` load neither
+ * the admin server nor the agent. `deno compile` embeds modules imported this way like static
+ * ones.
  */
-const COMMANDS: Record<string, () => Promise<Command>> = {
+const LOADERS: Record<CommandName, () => Promise<Command>> = {
   run: async () => (await import("./lib/commands/run.ts")).runCommand,
   status: async () => (await import("./lib/commands/status.ts")).statusCommand,
   snapshot: async () => (await import("./lib/commands/snapshot.ts")).snapshotCommand,
@@ -39,35 +24,39 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   verify: async () => (await import("./lib/commands/verify.ts")).verifyCommand,
   demo: async () => (await import("./lib/commands/demo.ts")).demoCommand,
   version: async () => (await import("./lib/commands/version.ts")).versionCommand,
+  help: async () => (await import("./lib/cli/help.ts")).helpCommand,
 };
 
-function isHelp(arg: string): boolean {
-  return arg === "help" || arg === "--help" || arg === "-h";
+function isHelpFlag(arg: string): boolean {
+  return arg === "--help" || arg === "-h";
+}
+
+async function run(name: CommandName, args: string[]): Promise<number> {
+  const command = await LOADERS[name]();
+  try {
+    return await command(args);
+  } catch (e) {
+    const code = exitCodeOf(e);
+    if (code === undefined) throw e;
+    console.error(`ckpt-agent ${name}: ${(e as Error).message}`);
+    return code;
+  }
 }
 
 export async function main(args: string[]): Promise<number> {
-  // Without a command, or with flags first (`ckpt-agent --once`), it is the daemon's command.
-  const [name, ...rest] = args.length === 0 || args[0].startsWith("-") && !isHelp(args[0])
-    ? ["run", ...args]
+  // Without a command, or with flags first (`ckpt-agent --once`), it is the default command.
+  const [name, ...rest] = args.length === 0 || args[0].startsWith("-") && !isHelpFlag(args[0])
+    ? [DEFAULT_COMMAND, ...args]
     : args;
-  if (isHelp(name)) {
-    console.log(USAGE);
-    return 0;
+  if (isHelpFlag(name)) return await run("help", []);
+  if (!isCommandName(name)) {
+    const { overview } = await import("./lib/cli/help.ts");
+    console.error(`ckpt-agent: unknown command ${JSON.stringify(name)}\n${overview()}`);
+    return EXIT_USAGE;
   }
-  if (!Object.hasOwn(COMMANDS, name)) {
-    console.error(`ckpt-agent: unknown command ${JSON.stringify(name)}\n${USAGE}`);
-    return 2;
-  }
-  const command = await COMMANDS[name]();
-  try {
-    return await command(rest);
-  } catch (e) {
-    if (e instanceof CommandError) {
-      console.error(`ckpt-agent ${name}: ${e.message}`);
-      return e.exitCode;
-    }
-    throw e;
-  }
+  // Before anything else: the help of a command whose configuration is broken still prints.
+  if (rest.some(isHelpFlag)) return await run("help", [name]);
+  return await run(name, rest);
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -4,7 +4,7 @@
  * (to bind) and `ckpt-agent status` (to connect) read it from here.
  */
 import { isIP } from "node:net";
-import { UsageError } from "../cli/errors.ts";
+import { ConfigError } from "../config/errors.ts";
 import type { Config } from "../config/types.ts";
 import { canonicalIPv6, isLoopbackHost } from "../ip.ts";
 
@@ -54,7 +54,7 @@ export function formatListenAddress(address: ListenAddress): string {
 export function adminListenAddress(config: Config): ListenAddress {
   const address = parseListenAddress(config.adminListen);
   if (address.kind === "tcp" && !config.adminAllowRemote && !isLoopbackHost(address.hostname)) {
-    throw new UsageError(
+    throw new ConfigError(
       `adminListen (--admin-listen): ${
         JSON.stringify(config.adminListen)
       } is not a loopback address; binding it needs adminAllowRemote (--admin-allow-remote)`,

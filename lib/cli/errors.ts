@@ -1,4 +1,8 @@
-/** Errors that end a command with a specific exit code and a one-line message. */
+/**
+ * Errors that end a command with a one-line message, and the one place that says which exit
+ * status each kind of error gives.
+ */
+import { ConfigError } from "../config/errors.ts";
 
 export const EXIT_OK = 0;
 /** The pass was degraded, a write failed, or a check found problems. */
@@ -15,9 +19,17 @@ export class CommandError extends Error {
   }
 }
 
+/** A command's input that cannot be used: flags that do not go together, a bad snapshot. */
 export class UsageError extends CommandError {
   constructor(message: string) {
     super(message, EXIT_USAGE);
     this.name = "UsageError";
   }
+}
+
+/** The exit status an error ends the command with; undefined for a bug, which is thrown on. */
+export function exitCodeOf(error: unknown): number | undefined {
+  if (error instanceof ConfigError) return EXIT_USAGE;
+  if (error instanceof CommandError) return error.exitCode;
+  return undefined;
 }

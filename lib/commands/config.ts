@@ -4,7 +4,8 @@
  * output is itself a valid configuration file.
  */
 import { stringify } from "yaml";
-import { configAsYamlSettings, DEFAULT_CONFIG_FILE, loadConfig } from "../config/load.ts";
+import { configAsYamlSettings, loadConfig } from "../config/load.ts";
+import { DEFAULT_CONFIG_FILE } from "../config/settings.ts";
 import { selfIdOf } from "../core/self.ts";
 
 export async function configCommand(args: string[]): Promise<number> {

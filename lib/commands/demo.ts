@@ -4,16 +4,12 @@
  * Exit 0 only when every step's expectations held. It ends by itself, and the simulated node's
  * servers and directory are gone before it exits, also on Ctrl-C or SIGTERM.
  */
-import { type Options, parseFlags } from "../cli/args.ts";
+import { commandOptions } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_OK, UsageError } from "../cli/errors.ts";
+import { outputFormat } from "../cli/output.ts";
+import { parseFlags } from "../config/flags.ts";
 import { narrateEnd, narrateStart, narrateStep } from "../demo/narrate.ts";
 import { type DemoResult, runDemo } from "../demo/run.ts";
-import { OUTPUT_FLAG, outputFormat } from "./run.ts";
-
-const DEMO_FLAGS: Options = {
-  ...OUTPUT_FLAG,
-  pause: { type: "boolean", default: false },
-};
 
 /** The story takes about a second; far beyond that, something hangs and the demo gives up. */
 const DEADLINE_MS = 60_000;
@@ -57,7 +53,7 @@ async function nextLine(signal: AbortSignal): Promise<void> {
 }
 
 export async function demoCommand(args: string[]): Promise<number> {
-  const { values } = parseFlags(args, DEMO_FLAGS);
+  const { values } = parseFlags(args, commandOptions("demo"));
   const output = outputFormat(values.output);
   const pause = values.pause === true;
   if (pause && output === "json") throw new UsageError("--pause: only with --output text");

@@ -1,6 +1,7 @@
 /** `ckpt-agent plan --snapshot FILE|-`: one planning pass over a recorded snapshot. */
-import { parseFlags } from "../cli/args.ts";
+import { commandOptions } from "../cli/commands.ts";
 import { UsageError } from "../cli/errors.ts";
+import { parseFlags } from "../config/flags.ts";
 import { runPass } from "../core/pass.ts";
 import { parseSnapshot, planDocument, SnapshotError } from "../core/snapshot.ts";
 
@@ -15,7 +16,7 @@ async function readSource(path: string): Promise<string> {
 }
 
 export async function planCommand(args: string[]): Promise<number> {
-  const { values } = parseFlags(args, { snapshot: { type: "string" } });
+  const { values } = parseFlags(args, commandOptions("plan"));
   if (values.snapshot === undefined) {
     throw new UsageError("--snapshot: required (a file, or - for standard input)");
   }

@@ -5,8 +5,9 @@
 import { Agent, type PassReport, trackedFromDisk, trackedFromStore } from "../agent.ts";
 import { adminListenAddress, type ListenAddress } from "../admin/listen.ts";
 import { serveAdmin } from "../admin/server.ts";
-import type { Options } from "../cli/args.ts";
+import { commandOptions } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "../cli/errors.ts";
+import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
@@ -15,21 +16,6 @@ import { Daemon } from "../daemon.ts";
 import { connectNode } from "../node.ts";
 import { AgentStores } from "../store/agent_stores.ts";
 import { formatPassReport, formatPlan } from "./report.ts";
-
-export const OUTPUT_FLAG: Options = { output: { type: "string", default: "text" } };
-
-const RUN_FLAGS: Options = {
-  once: { type: "boolean", default: false },
-  "dry-run": { type: "boolean", default: false },
-  ...OUTPUT_FLAG,
-};
-
-export type OutputFormat = "text" | "json";
-
-export function outputFormat(value: unknown): OutputFormat {
-  if (value === "text" || value === "json") return value;
-  throw new UsageError(`--output: must be text or json, not ${JSON.stringify(value)}`);
-}
 
 export function logPassSummary(log: Logger, report: PassReport) {
   const fields = {
@@ -97,7 +83,7 @@ async function takeLock(path: string, log: Logger): Promise<Lock> {
 }
 
 export async function runCommand(args: string[]): Promise<number> {
-  const { config, extra } = await loadConfig(args, { extraFlags: RUN_FLAGS });
+  const { config, extra } = await loadConfig(args, { extraFlags: commandOptions("run") });
   const output = outputFormat(extra.output);
   const once = extra.once === true;
   const dryRun = extra["dry-run"] === true;

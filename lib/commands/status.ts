@@ -7,12 +7,13 @@ import { z } from "zod";
 import { adminGetJson } from "../admin/client.ts";
 import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
 import { checkpointView } from "../admin/views.ts";
+import { commandOptions } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_OK } from "../cli/errors.ts";
+import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { manifestFilesOnDisk } from "../disk/manifests.ts";
 import { readStatusRecords } from "../store/status_store.ts";
-import { OUTPUT_FLAG, outputFormat } from "./run.ts";
 
 /** The fields the table needs; the rest of each view is passed through as the agent sent it. */
 const AgentCheckpointsSchema = z.object({
@@ -98,7 +99,9 @@ export function formatListing(listing: Listing): string {
 }
 
 export async function statusCommand(args: string[]): Promise<number> {
-  const { config, extra } = await loadConfig(args, { extraFlags: OUTPUT_FLAG });
+  const { config, extra } = await loadConfig(args, {
+    extraFlags: commandOptions("status"),
+  });
   const output = outputFormat(extra.output);
   const listing = await listCheckpoints(config);
   console.log(output === "json" ? JSON.stringify(listing) : formatListing(listing));

@@ -5,10 +5,11 @@
 import { fileURLToPath } from "node:url";
 import denoJson from "../../deno.json" with { type: "json" };
 import { BUILD_COMMIT } from "../build_info.ts";
-import { parseFlags } from "../cli/args.ts";
+import { commandOptions } from "../cli/commands.ts";
 import { EXIT_OK } from "../cli/errors.ts";
+import { outputFormat } from "../cli/output.ts";
+import { parseFlags } from "../config/flags.ts";
 import { gitCommit } from "../git_commit.ts";
-import { OUTPUT_FLAG, outputFormat } from "./run.ts";
 
 export interface VersionInfo {
   version: string;
@@ -34,7 +35,7 @@ export async function versionInfo(): Promise<VersionInfo> {
 }
 
 export async function versionCommand(args: string[]): Promise<number> {
-  const { values } = parseFlags(args, OUTPUT_FLAG);
+  const { values } = parseFlags(args, commandOptions("version"));
   const output = outputFormat(values.output);
   const info = await versionInfo();
   console.log(

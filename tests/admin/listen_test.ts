@@ -7,7 +7,7 @@ import {
   isLoopbackHost,
   parseListenAddress,
 } from "../../lib/admin/listen.ts";
-import { UsageError } from "../../lib/cli/errors.ts";
+import { ConfigError } from "../../lib/config/errors.ts";
 import type { Config } from "../../lib/config/types.ts";
 
 Deno.test("listen addresses parse into their parts and format back", () => {
@@ -64,7 +64,7 @@ Deno.test("a non-loopback address is a usage error naming the key, unless remote
   for (const address of ["0.0.0.0:10280", "192.0.2.10:10280", "[::]:10280", "node-1:10280"]) {
     throws(
       () => adminListenAddress(config(address)),
-      new UsageError(
+      new ConfigError(
         `adminListen (--admin-listen): ${
           JSON.stringify(address)
         } is not a loopback address; binding it needs adminAllowRemote (--admin-allow-remote)`,

@@ -156,6 +156,31 @@ Deno.test("verify: a missing state directory is a finding, not an all-clear", as
   });
 });
 
+Deno.test("verify --output json like every command; --json is the same, and not with --output text", async () => {
+  await withStateDir(async (stateDir) => {
+    await populate(stateDir);
+    const json = await runCli(await verifyArgs(stateDir, "--output", "json"));
+    assertEquals([json.code, json.stderr], [0, ""]);
+    assertEquals(JSON.parse(json.stdout), { stateDir, checked: 3, findings: [], sound: true });
+    for (const alias of [["--json"], ["--json", "--output", "json"]]) {
+      const same = await runCli(await verifyArgs(stateDir, ...alias));
+      assertEquals([same.code, same.stdout], [0, json.stdout], alias.join(" "));
+    }
+    const text = await runCli(await verifyArgs(stateDir, "--output", "text"));
+    assertEquals([text.code, text.stdout], [0, "ok: 3 files checked, all sound\n"]);
+
+    const both = await runCli(await verifyArgs(stateDir, "--json", "--output", "text"));
+    assertEquals([both.code, both.stdout], [2, ""]);
+    assertEquals(
+      both.stderr,
+      "ckpt-agent verify: --json: the same as --output json, not with --output text\n",
+    );
+    const bad = await runCli(await verifyArgs(stateDir, "--output", "yaml"));
+    assertEquals(bad.code, 2);
+    assertEquals(bad.stderr, 'ckpt-agent verify: --output: must be text or json, not "yaml"\n');
+  });
+});
+
 Deno.test("verify: bad flags exit 2", async () => {
   for (const args of [["--bogus"], ["--state-dir"], ["--state-dir", ""], ["--json=yes"]]) {
     const r = await runCli(["verify", ...args]);

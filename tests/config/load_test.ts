@@ -1,7 +1,8 @@
 /** Loading the configuration: defaults, the YAML file, flags, the environment, and bad input. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { stringify } from "yaml";
-import { UsageError } from "../../lib/cli/errors.ts";
+import { EXIT_USAGE, exitCodeOf } from "../../lib/cli/errors.ts";
+import { ConfigError } from "../../lib/config/errors.ts";
 import {
   CONFIG_FLAGS,
   configAsYamlSettings,
@@ -54,12 +55,13 @@ function loadYaml(yaml: string | Record<string, unknown>, args: string[] = []) {
   });
 }
 
-/** The one-line UsageError message a load fails with. */
+/** The one-line ConfigError message a load fails with; the command line exits 2 with it. */
 async function usageError(run: () => Promise<unknown>): Promise<string> {
   try {
     await run();
   } catch (e) {
-    assert(e instanceof UsageError, `expected a UsageError, got ${e}`);
+    assert(e instanceof ConfigError, `expected a ConfigError, got ${e}`);
+    assertEquals(exitCodeOf(e), EXIT_USAGE);
     assert(!e.message.includes("\n"), `not one line: ${e.message}`);
     return e.message;
   }

@@ -1,0 +1,120 @@
+/**
+ * Every command: what it is for and its own flags. main.ts dispatches by this table (each
+ * command's module is loaded only when it runs), the help prints it, and each command parses its
+ * flags from its entry. A command that takes the configuration also takes every setting's flag
+ * and --config (lib/config/settings.ts).
+ */
+import { flagOptions, type Flags } from "./flags.ts";
+import { OUTPUT_FLAG } from "./output.ts";
+
+export interface CommandSpec {
+  /** What follows the command's name in its usage line. */
+  synopsis: string;
+  /** One line, for the list of commands. */
+  summary: string;
+  /** Its own help's paragraph, when the summary does not say enough. */
+  about?: string;
+  flags: Flags;
+  /** Takes --config and the settings' flags. */
+  config: boolean;
+}
+
+export const COMMANDS = {
+  run: {
+    synopsis: "[flags]",
+    summary: "the daemon: a pass every poll interval (the default command); --once: one pass",
+    about: "The daemon: a pass every poll interval, and the admin endpoint, until SIGTERM or " +
+      "SIGINT. With --once, one pass under the daemon's lock, for runbooks: exit 0 complete, 1 " +
+      "degraded (or a write failed, something was not recorded, no lock was taken), 2 bad " +
+      "configuration, 3 another agent holds the lock.",
+    flags: {
+      once: { help: "one pass, then exit" },
+      "dry-run": { help: "with --once: observe and print the plan; write nothing, take no lock" },
+      ...OUTPUT_FLAG,
+    },
+    config: true,
+  },
+  status: {
+    synopsis: "[flags]",
+    summary: "the checkpoints and their states, from the running agent (its admin endpoint) or " +
+      "else from the state directory",
+    flags: OUTPUT_FLAG,
+    config: true,
+  },
+  snapshot: {
+    synopsis: "[flags]",
+    summary: "print the live observations as a plan snapshot; writes nothing",
+    about: "Print the live observations as a plan snapshot; writes nothing. " +
+      "`ckpt-agent snapshot | ckpt-agent plan --snapshot -` gives what `--once --dry-run` gives.",
+    flags: {},
+    config: true,
+  },
+  plan: {
+    synopsis: "--snapshot FILE|-",
+    summary: "print the plan of one pass over a recorded snapshot",
+    about: "Print the plan of one pass over a recorded snapshot, as JSON; exit 2 for a bad one.",
+    flags: {
+      snapshot: {
+        arg: "FILE|-",
+        help:
+          "the snapshot (as `ckpt-agent snapshot` prints it), or - for standard input; required",
+      },
+    },
+    config: false,
+  },
+  config: {
+    synopsis: "[flags]",
+    summary: "check the configuration and print the effective one as YAML",
+    about: "Check the configuration and print the effective one as YAML, itself a valid " +
+      "configuration file; exit 2 with one line naming the key when a setting is bad.",
+    flags: {},
+    config: true,
+  },
+  verify: {
+    synopsis: "[flags]",
+    summary: "check stored records, checkpoint manifests and stored files; exit 1 if anything " +
+      "is unsound",
+    about: "Check every status and sandbox record, checkpoint manifest (content, mode, file " +
+      "name) and stored file; read-only. Exit 0 when all is sound, 1 otherwise (one line per " +
+      "problem).",
+    flags: { ...OUTPUT_FLAG, json: { help: "the same as --output json" } },
+    config: true,
+  },
+  demo: {
+    synopsis: "[flags]",
+    summary: "the agent through an outage on a simulated node (about a second)",
+    flags: {
+      ...OUTPUT_FLAG,
+      pause: { help: "wait for Enter after each step (text output only)" },
+    },
+    config: false,
+  },
+  version: {
+    synopsis: "[flags]",
+    summary: "the version, the git commit it was built from, the Deno version",
+    flags: OUTPUT_FLAG,
+    config: false,
+  },
+  help: {
+    synopsis: "[COMMAND]",
+    summary: "the commands, or one command's purpose and flags",
+    about: "The commands, or one command's purpose and flags: `ckpt-agent help COMMAND` is " +
+      "`ckpt-agent COMMAND --help`.",
+    flags: {},
+    config: false,
+  },
+} satisfies Record<string, CommandSpec>;
+
+export type CommandName = keyof typeof COMMANDS;
+
+export function isCommandName(name: string): name is CommandName {
+  return Object.hasOwn(COMMANDS, name);
+}
+
+/** What `ckpt-agent` alone, or with flags first (`ckpt-agent --once`), runs. */
+export const DEFAULT_COMMAND: CommandName = "run";
+
+/** parseArgs's options for a command's own flags. */
+export function commandOptions<N extends CommandName>(name: N) {
+  return flagOptions(COMMANDS[name].flags as (typeof COMMANDS)[N]["flags"]);
+}

@@ -1,0 +1,19 @@
+/**
+ * The command line, parsed strictly (node:util's parseArgs): every flag known, no positional
+ * argument. A bad flag is a ConfigError for every command, since a command's flags are the
+ * configuration of that one run.
+ */
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { ConfigError } from "./errors.ts";
+
+export type FlagOptions = NonNullable<ParseArgsConfig["options"]>;
+
+export function parseFlags<O extends FlagOptions>(args: string[], options: O) {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: false });
+  } catch (e) {
+    // parseArgs phrases its errors as sentences that already name the flag, some over several
+    // lines; errors are one line.
+    throw new ConfigError((e as Error).message.split("\n").join(" "));
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * `ckpt-agent version` and `ckpt-agent help` load neither the admin server nor the agent: read
+ * from the module graph `deno info` gives, following the imports that run (no `import type`)
+ * from main.ts and from the module main.ts imports for the command.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+
+const ROOT = new URL("../../", import.meta.url);
+
+interface Dependency {
+  code?: { specifier: string };
+  isDynamic?: boolean;
+}
+interface ModuleInfo {
+  specifier: string;
+  dependencies?: Dependency[];
+}
+
+/** The module graph from `path`: each module's imports that load code, static or dynamic. */
+async function moduleGraph(path: string): Promise<Map<string, Dependency[]>> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", new URL(path, ROOT).pathname],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert(out.success, new TextDecoder().decode(out.stderr));
+  const info = JSON.parse(new TextDecoder().decode(out.stdout)) as { modules: ModuleInfo[] };
+  return new Map(info.modules.map((m) => [m.specifier, m.dependencies ?? []]));
+}
+
+/** What loading `path` loads: its static imports, transitively (npm packages by specifier). */
+async function staticClosure(path: string): Promise<Set<string>> {
+  const graph = await moduleGraph(path);
+  const root = new URL(path, ROOT).href;
+  const seen = new Set([root]);
+  const queue = [root];
+  while (queue.length > 0) {
+    for (const dep of graph.get(queue.pop()!) ?? []) {
+      const target = dep.code?.specifier;
+      if (target === undefined || dep.isDynamic || seen.has(target)) continue;
+      seen.add(target);
+      queue.push(target);
+    }
+  }
+  return seen;
+}
+
+/** The admin server, the agent's daemon command, and the packages only they need. */
+function heavy(specifier: string): boolean {
+  return specifier.startsWith(new URL("lib/admin/", ROOT).href) ||
+    specifier === new URL("lib/commands/run.ts", ROOT).href ||
+    /^npm:\/?(hono|prom-client)@/.test(specifier);
+}
+
+async function loadedFor(commandModule: string): Promise<string[]> {
+  const main = await moduleGraph("main.ts");
+  const dynamic = main.get(new URL("main.ts", ROOT).href)!
+    .filter((dep) => dep.isDynamic).map((dep) => dep.code?.specifier);
+  // The test follows the module main.ts really loads for the command.
+  assert(dynamic.includes(new URL(commandModule, ROOT).href), `main.ts loads ${commandModule}`);
+  return [...await staticClosure("main.ts"), ...await staticClosure(commandModule)];
+}
+
+Deno.test("the graph walk sees the heavy modules where they are: the run command loads them", async () => {
+  const run = await loadedFor("lib/commands/run.ts");
+  assert(run.some((m) => m.startsWith(new URL("lib/admin/", ROOT).href)), "lib/admin/");
+  assert(run.some((m) => /^npm:\/?hono@/.test(m)), "hono");
+  assert(run.some((m) => /^npm:\/?prom-client@/.test(m)), "prom-client");
+});
+
+Deno.test("version loads neither the admin server, Hono, prom-client nor the run command", async () => {
+  assertEquals((await loadedFor("lib/commands/version.ts")).filter(heavy), []);
+});
+
+Deno.test("help loads neither the admin server, Hono, prom-client nor the run command", async () => {
+  assertEquals((await loadedFor("lib/cli/help.ts")).filter(heavy), []);
+});
