@@ -14,7 +14,6 @@ import type { Config } from "../config/types.ts";
 import { configAsYamlSettings } from "../config/load.ts";
 import { asArray, type Json } from "../core/json.ts";
 import { type Pod, podId } from "../core/pod.ts";
-import { readManifestDir } from "../disk/manifests.ts";
 import { type SimApiServer, startSimApiServer } from "./apiserver.ts";
 import { SimClock } from "./clock.ts";
 import { type ControlPlane, controlPlane } from "./control_plane.ts";
@@ -29,6 +28,7 @@ import {
   uidOf,
 } from "./kubelet_model.ts";
 import { createSimCa, writeKubeconfig } from "./pki.ts";
+import { readStaticPodDir } from "./static_pods.ts";
 
 /** How the API server is unavailable: its pod is gone (nothing listens), or etcd is (503). */
 export type ApiOutage = "down" | "etcd-gone";
@@ -89,6 +89,9 @@ export class SimNode {
   readonly #apiServerLabels: Record<string, string> | undefined;
   /** Until the node has started, its control plane runs, however it is hosted. */
   #settled = false;
+  /** Per static-pod file the kubelet could not use, what it last said about it. */
+  readonly #fileProblems = new Map<string, string>();
+  readonly #kubeletLog: string[] = [];
 
   private constructor(init: {
     root: string;
@@ -230,6 +233,14 @@ export class SimNode {
     return this.#model.events;
   }
 
+  /**
+   * What the kubelet logged about the static-pod dir: each manifest it could not use, said
+   * when the problem appears or changes (lib/sim/static_pods.ts).
+   */
+  get kubeletLog(): readonly string[] {
+    return this.#kubeletLog;
+  }
+
   /** Power cut or crash: every pod stops, and the API server with them; the node boots. */
   async loseControlPlane(how: ApiOutage = "down") {
     this.#model.powerCut(this.clock.now());
@@ -280,7 +291,9 @@ export class SimNode {
    * answers), admit, start, restart and kill pods, and report their status to the API server.
    */
   async sync() {
-    const manifests = (await readManifestDir(this.config().staticPodDir)).pods;
+    const files = readStaticPodDir(this.config().staticPodDir, this.nodeName);
+    this.#logFileProblems(files.log);
+    const manifests = files.pods;
     const api = this.#apiServing() ? this.parents : undefined;
     this.#model.sync(this.clock.now(), {
       api,
@@ -298,6 +311,15 @@ export class SimNode {
     this.kubelet.setPods(known);
     this.apiServer.setPods(this.parents);
     this.#runtime?.setPods(this.#model.runtimePods());
+  }
+
+  /** Each problem once while it lasts, as a kubelet's log shows it on every re-read. */
+  #logFileProblems(log: { path: string; line: string }[]) {
+    for (const { path, line } of log) {
+      if (this.#fileProblems.get(path) !== line) this.#kubeletLog.push(line);
+    }
+    this.#fileProblems.clear();
+    for (const { path, line } of log) this.#fileProblems.set(path, line);
   }
 
   #apiServing(): boolean {

@@ -80,6 +80,9 @@ Deno.test("a different content, length or mode replaces the file", async () => {
     const path = join(dir, "a.json");
     await atomicWrite(path, "abc", { mode: 0o600 });
     const first = (await Deno.stat(path)).ino;
+    // A second name keeps the first inode allocated: freed, its number may be given to a later
+    // temp file, and the file would look rewritten in place.
+    await Deno.link(path, join(dir, "first"));
     assertEquals(await atomicWrite(path, "abd", { mode: 0o600 }), "written");
     assertEquals(await Deno.readTextFile(path), "abd");
     assertEquals(await atomicWrite(path, "abdx", { mode: 0o600 }), "written");

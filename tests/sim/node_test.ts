@@ -7,7 +7,7 @@ import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/stric
 import { join } from "node:path";
 import { type Pod, podId } from "../../lib/core/pod.ts";
 import { sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
-import { renderManifest } from "../../lib/disk/manifests.ts";
+import { readManifestDir, renderManifest } from "../../lib/disk/manifests.ts";
 import { connectNode } from "../../lib/node.ts";
 import { NODE_PORTS_REJECTION } from "../../lib/sim/kubelet_model.ts";
 import { SimNode } from "../../lib/sim/node.ts";
@@ -83,6 +83,39 @@ Deno.test("sim node: a returning parent has a ready sandbox first, a container o
     await node.advance(1_000);
     assertEquals(parentEvents().slice(3), ["container-exited"]);
     assertEquals(await runs(), true);
+  } finally {
+    sources.runtime.close();
+    await node.close();
+  }
+});
+
+Deno.test("sim node: the kubelet decodes static pods with its own reader: a copy the agent's reader takes for a checkpoint, but without kind, is never run, and is logged", async () => {
+  const node = await SimNode.start();
+  const sources = await connectNode(node.config());
+  try {
+    await node.loseControlPlane();
+    await activateCopy(node, false);
+    const dir = node.config().staticPodDir;
+    const file = join(dir, "kube-system-kube-apiserver-7x2kq.json");
+    const manifest = JSON.parse(await Deno.readTextFile(file));
+    delete manifest.kind;
+    await Deno.writeTextFile(file, JSON.stringify(manifest));
+    const agentSees = (await readManifestDir(dir)).manifests.map((m) => podId(m.pod));
+    assert(agentSees.includes(APISERVER));
+    const copyRuns = async () =>
+      value(await sources.runtime.listRunningPods()).some((p) =>
+        p.name === "kube-apiserver-7x2kq-cp-1"
+      );
+    await node.advance(10_000);
+    assertEquals(await copyRuns(), false);
+    assertEquals(node.kubeletLog, [
+      `Can't process manifest file "${file}": couldn't parse as pod(Object 'Kind' is missing), ` +
+      "please check manifest file",
+    ]);
+    // Written whole, the same copy runs.
+    await activateCopy(node, false);
+    await node.sync();
+    assertEquals(await copyRuns(), true);
   } finally {
     sources.runtime.close();
     await node.close();
