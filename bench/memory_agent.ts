@@ -28,7 +28,7 @@ import { AgentStores } from "../lib/store/agent_stores.ts";
 import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
 import { acquireLock, isLock } from "../lib/disk/lock.ts";
-import { silentLogger } from "../lib/log.ts";
+import { silentLogger } from "../lib/util/log.ts";
 import { HeapTrimmer } from "../lib/memory.ts";
 import { connectNode } from "../lib/node.ts";
 

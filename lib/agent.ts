@@ -45,7 +45,7 @@ import {
   writeVolumeFiles,
 } from "./disk/pod_files.ts";
 import { VerifiedFiles } from "./disk/verified_files.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "./util/log.ts";
 import type { ApiServerClient } from "./sources/apiserver.ts";
 import type { RunningPod, RuntimeClient } from "./sources/cri.ts";
 import type { KubeletClient } from "./sources/kubelet.ts";
@@ -57,7 +57,7 @@ import {
   type SourceResult,
 } from "./sources/types.ts";
 import type { AgentStores, StoreName, Unrecorded } from "./store/agent_stores.ts";
-import { mapConcurrent } from "./store/map_concurrent.ts";
+import { mapConcurrent } from "./util/map_concurrent.ts";
 import { SANDBOX_CHECKPOINT_VERSION } from "./store/sandbox_checkpoint.ts";
 import { stateOfRecord, type StatusRecord, type StoredStatus } from "./store/status_record.ts";
 import { readStatusRecords } from "./store/status_store.ts";

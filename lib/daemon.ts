@@ -7,7 +7,7 @@ import { Agent, type PassReport, trackedFromStore } from "./agent.ts";
 import type { Config } from "./config/types.ts";
 import type { Clock, Instant } from "./core/time.ts";
 import { readOnlyDirs } from "./disk/mounts.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "./util/log.ts";
 import { HeapTrimmer } from "./memory.ts";
 import type { AgentStores } from "./store/agent_stores.ts";
 

@@ -15,7 +15,7 @@ import { type Config, KUBELET_CA_OFF } from "./config/types.ts";
 import { settledIdentity } from "./disk/verified_files.ts";
 import { type ApiServerClient, createApiServerClient } from "./sources/apiserver.ts";
 import { connectRuntime } from "./sources/cri.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "./util/log.ts";
 import { type Credentials, loadKubeconfig } from "./sources/kubeconfig.ts";
 import { createKubeletClient, type KubeletCa, type KubeletClient } from "./sources/kubelet.ts";
 import { failed } from "./sources/types.ts";

@@ -11,7 +11,7 @@ import type { PassReport } from "../agent.ts";
 import { parseValidId } from "../core/ids.ts";
 import type { Clock, Instant } from "../core/time.ts";
 import type { Daemon } from "../daemon.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../util/log.ts";
 import { InvalidIdError, sandboxIdProblem } from "../store/layout.ts";
 import type { StatusView } from "../store/status_record.ts";
 import { limitBody, MAX_BODY_BYTES } from "./body_limit.ts";

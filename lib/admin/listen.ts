@@ -6,7 +6,7 @@
 import { isIP } from "node:net";
 import { UsageError } from "../cli/errors.ts";
 import type { Config } from "../config/types.ts";
-import { canonicalIPv6, isLoopbackHost } from "../ip.ts";
+import { canonicalIPv6, isLoopbackHost } from "../util/ip.ts";
 
 export { isLoopbackHost };
 

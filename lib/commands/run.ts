@@ -10,7 +10,7 @@ import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "..
 import { loadConfig } from "../config/load.ts";
 import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
-import { createLogger, type Logger } from "../log.ts";
+import { createLogger, type Logger } from "../util/log.ts";
 import { Daemon } from "../daemon.ts";
 import { connectNode } from "../node.ts";
 import { AgentStores } from "../store/agent_stores.ts";

@@ -7,7 +7,7 @@ import { Agent, trackedFromDisk } from "../agent.ts";
 import { loadConfig } from "../config/load.ts";
 import { snapshotDocument } from "../core/snapshot.ts";
 import { systemClock } from "../core/time.ts";
-import { createLogger } from "../log.ts";
+import { createLogger } from "../util/log.ts";
 import { connectNode } from "../node.ts";
 
 export async function snapshotCommand(args: string[]): Promise<number> {

@@ -7,7 +7,7 @@
 import { Agent } from "../agent.ts";
 import type { Config } from "../config/types.ts";
 import { instantToDate } from "../core/time.ts";
-import { createLogger } from "../log.ts";
+import { createLogger } from "../util/log.ts";
 import { connectNode } from "../node.ts";
 import type { ControlPlane } from "../sim/control_plane.ts";
 import { SimNode } from "../sim/node.ts";

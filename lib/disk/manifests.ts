@@ -20,7 +20,7 @@ import {
   removeDurably,
   type WriteOutcome,
 } from "./atomic_write.ts";
-import { mapConcurrent } from "../store/map_concurrent.ts";
+import { mapConcurrent } from "../util/map_concurrent.ts";
 import { ensureDir, removeIfEmpty, removeTree } from "./dirs.ts";
 import { ParsedFiles } from "./verified_files.ts";
 

@@ -11,7 +11,7 @@
  * then on without a restart.
  */
 import { compareIds } from "../core/ids.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../util/log.ts";
 import { RecordStore, type StoreOptions } from "./record_store.ts";
 import { SANDBOX_CODEC, type SandboxCheckpoint, type SandboxRecord } from "./sandbox_checkpoint.ts";
 import {

@@ -27,7 +27,7 @@ import { formatSchemaError } from "../core/schema_error.ts";
 import { type Clock, systemClock } from "../core/time.ts";
 import { ensureStoreDir, quarantine } from "./dirs.ts";
 import { encodeRecord, RecordError, type RecordProblem } from "./envelope.ts";
-import { KeyedLock } from "./keyed_lock.ts";
+import { KeyedLock } from "../util/keyed_lock.ts";
 import { QUARANTINE_DIR, RECORD_FILE_MODE } from "./layout.ts";
 import { readRecordDir, type RecordType } from "./record_files.ts";
 
