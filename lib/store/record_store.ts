@@ -25,7 +25,7 @@ import {
 import { compareIds } from "../core/ids.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import { type Clock, systemClock } from "../core/time.ts";
-import { ensureStoreDir, quarantine } from "./dirs.ts";
+import { ensureStoreDir, quarantine } from "./quarantine.ts";
 import { encodeRecord, RecordError, type RecordProblem } from "./envelope.ts";
 import { KeyedLock } from "../util/keyed_lock.ts";
 import { QUARANTINE_DIR, RECORD_FILE_MODE } from "./layout.ts";
