@@ -30,7 +30,7 @@ import { systemClock } from "../lib/core/time.ts";
 import { acquireLock, isLock } from "../lib/disk/lock.ts";
 import { silentLogger } from "../lib/util/log.ts";
 import { HeapTrimmer } from "../lib/memory.ts";
-import { connectNode } from "../lib/node.ts";
+import { connectNode } from "../lib/sources/node.ts";
 
 export interface PhaseMemory {
   pass: number;

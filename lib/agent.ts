@@ -46,9 +46,8 @@ import {
 } from "./disk/pod_files.ts";
 import { VerifiedFiles } from "./disk/verified_files.ts";
 import type { Logger } from "./util/log.ts";
-import type { ApiServerClient } from "./sources/apiserver.ts";
-import type { RunningPod, RuntimeClient } from "./sources/cri.ts";
-import type { KubeletClient } from "./sources/kubelet.ts";
+import type { RunningPod } from "./sources/cri.ts";
+import type { NodeSources } from "./sources/node.ts";
 import {
   type FailureKind,
   isConfigurationFailure,
@@ -61,12 +60,6 @@ import { mapConcurrent } from "./util/map_concurrent.ts";
 import { SANDBOX_CHECKPOINT_VERSION } from "./store/sandbox_checkpoint.ts";
 import { stateOfRecord, type StatusRecord, type StoredStatus } from "./store/status_record.ts";
 import { readStatusRecords } from "./store/status_store.ts";
-
-export interface NodeSources {
-  apiServer: ApiServerClient;
-  kubelet: KubeletClient;
-  runtime: RuntimeClient;
-}
 
 /**
  * Where the previous pass's states come from: what the agent holds, or a read-only look at the

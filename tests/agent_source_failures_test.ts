@@ -7,13 +7,12 @@ import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/stric
 import { join } from "node:path";
 import { Agent, trackedFromStore } from "../lib/agent.ts";
 import type { Config } from "../lib/config/types.ts";
-import { connectNode } from "../lib/node.ts";
+import { connectNode, type NodeSources } from "../lib/sources/node.ts";
 import { manyParents } from "../lib/sim/control_plane.ts";
 import { SimNode, type SimNodeOptions } from "../lib/sim/node.ts";
 import type { PeerFault } from "../lib/sim/peer.ts";
 import { writeKubeconfig } from "../lib/sim/pki.ts";
 import { AgentStores } from "../lib/store/agent_stores.ts";
-import type { NodeSources } from "../lib/agent.ts";
 import { LogCapture, ManualClock } from "./admin/harness.ts";
 
 interface Fixture {

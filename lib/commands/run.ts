@@ -12,7 +12,7 @@ import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { Daemon } from "../daemon.ts";
-import { connectNode } from "../node.ts";
+import { connectNode } from "../sources/node.ts";
 import { AgentStores } from "../store/agent_stores.ts";
 import { formatPassReport, formatPlan } from "./report.ts";
 

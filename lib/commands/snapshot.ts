@@ -8,7 +8,7 @@ import { loadConfig } from "../config/load.ts";
 import { snapshotDocument } from "../core/snapshot.ts";
 import { systemClock } from "../core/time.ts";
 import { createLogger } from "../util/log.ts";
-import { connectNode } from "../node.ts";
+import { connectNode } from "../sources/node.ts";
 
 export async function snapshotCommand(args: string[]): Promise<number> {
   const { config } = await loadConfig(args);

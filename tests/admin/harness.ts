@@ -12,7 +12,7 @@ import type { Config } from "../../lib/config/types.ts";
 import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon.ts";
 import { createLogger, type Logger } from "../../lib/util/log.ts";
-import { connectNode } from "../../lib/node.ts";
+import { connectNode } from "../../lib/sources/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
 

@@ -3,10 +3,10 @@
  * kept; it can be restarted (a new agent and newly opened stores, as a new process would have)
  * with other settings.
  */
-import { Agent, type NodeSources, type PassReport, trackedFromStore } from "../../lib/agent.ts";
+import { Agent, type PassReport, trackedFromStore } from "../../lib/agent.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { Daemon } from "../../lib/daemon.ts";
-import { connectNode } from "../../lib/node.ts";
+import { connectNode, type NodeSources } from "../../lib/sources/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
 import { LogCapture, ManualClock } from "../admin/harness.ts";

@@ -16,7 +16,7 @@ import { CHECKPOINT_ANNOTATION, podId } from "../../lib/core/pod.ts";
 import type { Instant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon.ts";
 import { createLogger } from "../../lib/util/log.ts";
-import { connectNode } from "../../lib/node.ts";
+import { connectNode } from "../../lib/sources/node.ts";
 import { millisBetween } from "../../lib/sim/clock.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";

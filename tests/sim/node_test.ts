@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { type Pod, podId } from "../../lib/core/pod.ts";
 import { sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
 import { renderManifest } from "../../lib/disk/manifests.ts";
-import { connectNode } from "../../lib/node.ts";
+import { connectNode } from "../../lib/sources/node.ts";
 import { NODE_PORTS_REJECTION } from "../../lib/sim/kubelet_model.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import type { SourceResult } from "../../lib/sources/types.ts";
