@@ -23,7 +23,8 @@ import { notedSources } from "./noted_sources.ts";
 import type { SourceName } from "../lib/sources/types.ts";
 import { Session } from "node:inspector/promises";
 import v8 from "node:v8";
-import { Agent, type Observation, trackedFromStore } from "../lib/agent.ts";
+import { Agent } from "../lib/pass/agent.ts";
+import type { Observation } from "../lib/pass/observe.ts";
 import { AgentStores } from "../lib/store/agent_stores.ts";
 import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
@@ -164,7 +165,7 @@ try {
     }
     passStart = performance.now();
     note("pass start");
-    const report = await agent.pass(stores, trackedFromStore(stores.status));
+    const report = await agent.pass(stores);
     note(report.complete ? "pass done" : "pass done (degraded)", true);
     if (heap.trim()) note("after trimming the heap", true);
     if (Deno.env.get("CKPT_BENCH_MALLOC_STATS")) {

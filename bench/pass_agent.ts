@@ -4,7 +4,8 @@
  * pass_protocol.ts). Arguments are ckpt-agent configuration flags (`--config FILE ...`).
  */
 import { notedSources } from "./noted_sources.ts";
-import { Agent, type Observation, trackedFromStore } from "../lib/agent.ts";
+import { Agent } from "../lib/pass/agent.ts";
+import type { Observation } from "../lib/pass/observe.ts";
 import { AgentStores } from "../lib/store/agent_stores.ts";
 import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
@@ -57,7 +58,7 @@ async function pass(): Promise<PassTiming> {
   answeredAt = { apiserver: NaN, kubelet: NaN, runtime: NaN };
   const cpuBefore = cpuUsage();
   passStart = performance.now();
-  const report = await agent.pass(stores, trackedFromStore(stores.status));
+  const report = await agent.pass(stores);
   const wallMs = performance.now() - passStart;
   const cpu = cpuUsage(cpuBefore);
   const applied: Record<string, number> = {};

@@ -3,7 +3,9 @@
  * `POST /v1/reconcile` share it), and what the admin endpoint reports about the loop.
  */
 import { CHECKPOINT_DIRS, type Readiness, readiness } from "./admin/probes.ts";
-import { Agent, type PassReport, trackedFromStore } from "./agent.ts";
+import { Agent } from "./pass/agent.ts";
+import { trackedFromStore } from "./pass/observe.ts";
+import type { PassReport } from "./pass/report.ts";
 import type { Config } from "./config/types.ts";
 import type { Clock, Instant } from "./core/time.ts";
 import { readOnlyDirs } from "./disk/mounts.ts";
@@ -62,7 +64,7 @@ export class Daemon {
   }
 
   async #pass(): Promise<PassReport> {
-    const report = await this.agent.pass(this.stores, trackedFromStore(this.stores.status));
+    const report = await this.agent.pass(this.stores);
     this.#readOnlyDirs = readOnlyDirs(CHECKPOINT_DIRS.map((d) => this.config[d.key]));
     const now = this.#clock.now();
     this.lastTick = now;
@@ -88,7 +90,7 @@ export class Daemon {
 
   /** What the next pass would do, without writing anything. */
   dryRun(): Promise<PassReport> {
-    return this.agent.pass(undefined, trackedFromStore(this.stores.status));
+    return this.agent.plan(trackedFromStore(this.stores.status));
   }
 
   /** Passes every poll interval until `signal` aborts; the pass under way always finishes. */

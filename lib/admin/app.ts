@@ -7,7 +7,7 @@
  * every request is logged as one line. Ids are validated before any lookup.
  */
 import { type Context, type Handler, Hono } from "hono";
-import type { PassReport } from "../agent.ts";
+import type { PassReport } from "../pass/report.ts";
 import { parseValidId } from "../core/ids.ts";
 import type { Clock, Instant } from "../core/time.ts";
 import type { Daemon } from "../daemon.ts";

@@ -13,7 +13,7 @@
  * exported directly.
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { PassReport } from "../agent.ts";
+import type { PassReport } from "../pass/report.ts";
 import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Daemon } from "../daemon.ts";
 import { STATUS_STATES } from "../store/status_record.ts";

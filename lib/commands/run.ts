@@ -2,7 +2,9 @@
  * `ckpt-agent run` (the daemon, also plain `ckpt-agent`), `ckpt-agent --once` (one pass, for
  * runbooks) and `ckpt-agent --once --dry-run` (observe and plan, write nothing).
  */
-import { Agent, type PassReport, trackedFromDisk, trackedFromStore } from "../agent.ts";
+import { Agent } from "../pass/agent.ts";
+import { trackedFromDisk } from "../pass/observe.ts";
+import type { PassReport } from "../pass/report.ts";
 import { adminListenAddress, type ListenAddress } from "../admin/listen.ts";
 import { serveAdmin } from "../admin/server.ts";
 import type { Options } from "../cli/args.ts";
@@ -115,7 +117,7 @@ export async function runCommand(args: string[]): Promise<number> {
   const agent = new Agent({ config, sources, clock: systemClock, log });
   try {
     if (dryRun) {
-      const report = await agent.pass(undefined, trackedFromDisk(config.stateDir));
+      const report = await agent.plan(trackedFromDisk(config.stateDir));
       console.log(output === "json" ? JSON.stringify(report.plan) : formatPlan(report, true));
       return report.complete ? EXIT_OK : EXIT_FAILURE;
     }
@@ -134,7 +136,7 @@ export async function runCommand(args: string[]): Promise<number> {
         await runDaemon(daemon, adminListen, log);
         return EXIT_OK;
       }
-      const report = await agent.pass(stores, trackedFromStore(stores.status));
+      const report = await agent.pass(stores);
       console.log(
         output === "json" ? JSON.stringify(report) : formatPassReport(report, config, lock),
       );

@@ -3,7 +3,8 @@
  * `ckpt-agent snapshot | ckpt-agent plan --snapshot -` gives what `--once --dry-run` gives.
  * Writes nothing.
  */
-import { Agent, trackedFromDisk } from "../agent.ts";
+import { Agent } from "../pass/agent.ts";
+import { trackedFromDisk } from "../pass/observe.ts";
 import { loadConfig } from "../config/load.ts";
 import { snapshotDocument } from "../core/snapshot.ts";
 import { systemClock } from "../core/time.ts";

@@ -4,7 +4,7 @@
  * of the state directory — with two differences: the agent's clock can skip time, and its log
  * lines are kept for the story instead of going to standard error.
  */
-import { Agent } from "../agent.ts";
+import { Agent } from "../pass/agent.ts";
 import type { Config } from "../config/types.ts";
 import { instantToDate } from "../core/time.ts";
 import { createLogger } from "../util/log.ts";

@@ -3,7 +3,7 @@
  * moves, and every log line kept; plus raw HTTP for requests fetch would rewrite (dot segments).
  */
 import { join } from "node:path";
-import { Agent } from "../../lib/agent.ts";
+import { Agent } from "../../lib/pass/agent.ts";
 import { concatBytes } from "../../lib/util/bytes.ts";
 import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 import type { ListenAddress } from "../../lib/admin/listen.ts";

@@ -8,7 +8,7 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { basename, join } from "node:path";
-import type { PassError, PassReport } from "../../lib/agent.ts";
+import type { PassError, PassReport } from "../../lib/pass/report.ts";
 import { checksFor, runChecks } from "../../lib/commands/verify.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { manifestFileName } from "../../lib/core/ids.ts";

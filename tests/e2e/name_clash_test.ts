@@ -7,7 +7,7 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import type { PassReport } from "../../lib/agent.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
 import { checksFor, runChecks } from "../../lib/commands/verify.ts";
 import { type Pod, podId } from "../../lib/core/pod.ts";
 import { type ControlPlane, daemonSetPod } from "../../lib/sim/control_plane.ts";

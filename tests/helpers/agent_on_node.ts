@@ -3,7 +3,8 @@
  * kept; it can be restarted (a new agent and newly opened stores, as a new process would have)
  * with other settings.
  */
-import { Agent, type PassReport, trackedFromStore } from "../../lib/agent.ts";
+import { Agent } from "../../lib/pass/agent.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { Daemon } from "../../lib/daemon.ts";
 import { connectNode, type NodeSources } from "../../lib/sources/node.ts";
@@ -54,7 +55,7 @@ export class AgentOnNode {
   /** One pass, then the simulated kubelet catches up with what it wrote. */
   async pass(): Promise<PassReport> {
     const { agent, stores } = await this.#current();
-    const report = await agent.pass(stores, trackedFromStore(stores.status));
+    const report = await agent.pass(stores);
     await this.node.sync();
     return report;
   }

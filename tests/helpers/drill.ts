@@ -10,7 +10,7 @@
  * returns is the kubelet's timeline for each parent, and the node at the end.
  */
 import { join } from "node:path";
-import { Agent } from "../../lib/agent.ts";
+import { Agent } from "../../lib/pass/agent.ts";
 import { manifestFileName } from "../../lib/core/ids.ts";
 import { CHECKPOINT_ANNOTATION, podId } from "../../lib/core/pod.ts";
 import type { Instant } from "../../lib/core/time.ts";
