@@ -5,7 +5,7 @@
  * file) and as V8 does (heap committed, used, external, malloced), so that native memory can be
  * told from the JavaScript heap. Arguments: `--passes N`, then ckpt-agent configuration flags.
  *
- * Between passes it trims the heap as the daemon does (lib/memory.ts; only with
+ * Between passes it trims the heap as the daemon does (lib/daemon/memory.ts; only with
  * `--v8-flags=--expose-gc`).
  *
  * CKPT_BENCH_ALLOCATIONS=FILE samples every allocation of the passes after the second, garbage
@@ -30,7 +30,7 @@ import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
 import { acquireLock, isLock } from "../lib/disk/lock.ts";
 import { silentLogger } from "../lib/util/log.ts";
-import { HeapTrimmer } from "../lib/memory.ts";
+import { HeapTrimmer } from "../lib/daemon/memory.ts";
 import { connectNode } from "../lib/sources/node.ts";
 
 export interface PhaseMemory {

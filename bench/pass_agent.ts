@@ -11,7 +11,7 @@ import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
 import { acquireLock, isLock } from "../lib/disk/lock.ts";
 import { silentLogger } from "../lib/util/log.ts";
-import { HeapTrimmer } from "../lib/memory.ts";
+import { HeapTrimmer } from "../lib/daemon/memory.ts";
 import { connectNode } from "../lib/sources/node.ts";
 import type { SourceName } from "../lib/sources/types.ts";
 import { Session } from "node:inspector/promises";
@@ -111,7 +111,7 @@ try {
     }
     const reply = await answer(request);
     await Deno.stdout.write(out.encode(`${JSON.stringify(reply)}\n`));
-    // What the daemon does between passes (lib/daemon.ts), outside the timed pass.
+    // What the daemon does between passes (lib/daemon/daemon.ts), outside the timed pass.
     if (request.cmd === "pass") heap.trim();
   }
   if (profiler && passes >= 2) {

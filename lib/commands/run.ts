@@ -13,7 +13,7 @@ import { loadConfig } from "../config/load.ts";
 import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
 import { createLogger, type Logger } from "../util/log.ts";
-import { Daemon } from "../daemon.ts";
+import { Daemon } from "../daemon/daemon.ts";
 import { connectNode } from "../sources/node.ts";
 import { AgentStores } from "../store/agent_stores.ts";
 import { formatPassReport, formatPlan } from "./report.ts";

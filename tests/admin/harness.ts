@@ -10,7 +10,7 @@ import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../lib/core/time.ts";
-import { Daemon } from "../../lib/daemon.ts";
+import { Daemon } from "../../lib/daemon/daemon.ts";
 import { createLogger, type Logger } from "../../lib/util/log.ts";
 import { connectNode } from "../../lib/sources/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";

@@ -6,7 +6,7 @@
 import { Agent } from "../../lib/pass/agent.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
 import type { Config } from "../../lib/config/types.ts";
-import { Daemon } from "../../lib/daemon.ts";
+import { Daemon } from "../../lib/daemon/daemon.ts";
 import { connectNode, type NodeSources } from "../../lib/sources/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
