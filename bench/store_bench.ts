@@ -8,7 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { join } from "node:path";
-import { runChecks } from "../lib/commands/verify.ts";
+import { runChecks } from "../lib/verify/verify.ts";
 import { encodeRecord } from "../lib/store/envelope.ts";
 import { statusFileName } from "../lib/store/layout.ts";
 import { STATUS_RECORDS, type StatusRecord } from "../lib/store/status_record.ts";

@@ -9,7 +9,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { basename, join } from "node:path";
 import type { PassError, PassReport } from "../../lib/pass/report.ts";
-import { checksFor, runChecks } from "../../lib/commands/verify.ts";
+import { checksFor, runChecks } from "../../lib/verify/verify.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { manifestFileName } from "../../lib/core/ids.ts";
 import { podId } from "../../lib/core/pod.ts";
