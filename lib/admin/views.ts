@@ -6,7 +6,11 @@
  */
 import { splitId } from "../core/ids.ts";
 import { parseInstant } from "../core/time.ts";
-import { type CheckpointPaths, checkpointPaths, type ManifestPaths } from "../disk/manifests.ts";
+import {
+  type CheckpointPaths,
+  checkpointPaths,
+  type CheckpointTrees,
+} from "../core/checkpoint_layout.ts";
 import type { SandboxCheckpoint } from "../store/sandbox_checkpoint.ts";
 import {
   type Phase,
@@ -47,7 +51,7 @@ export function sinceOf(record: StoredStatus): string {
  */
 export function checkpointView(
   record: StatusRecord,
-  dirs: ManifestPaths,
+  dirs: CheckpointTrees,
   manifestFile?: string,
 ): CheckpointView {
   const { namespace, name } = splitId(record.id)!;

@@ -5,12 +5,18 @@
  * manifests are known to be up to date) lives here, so that a steady pass writes nothing.
  */
 import type { Config } from "../config/types.ts";
+import {
+  checkpointPaths,
+  type CheckpointTrees,
+  podFileDirs,
+  storedFilesOwner,
+} from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import type { ManifestNames } from "../core/manifest_names.ts";
 import type { PassResult } from "../core/pass.ts";
-import { fileOwner, podFileDirs, sanitizeCheckpoint } from "../core/sanitize.ts";
+import { sanitizeCheckpoint } from "../core/sanitize.ts";
 import { type Instant, millisToDuration } from "../core/time.ts";
-import { checkpointPaths, type ManifestPaths, writeInactiveManifest } from "../disk/manifests.ts";
+import { writeInactiveManifest } from "../disk/manifests.ts";
 import {
   type ObjectData,
   objectKey,
@@ -54,7 +60,7 @@ export interface CheckpointWriterOptions {
 
 export class CheckpointWriter {
   readonly #opts: CheckpointWriterOptions;
-  readonly #paths: ManifestPaths;
+  readonly #paths: CheckpointTrees;
   /** Per parent: when its secrets and configmaps were last stored. */
   readonly #refreshedAt = new Map<string, Instant>();
   /** Per parent: the sanitizer's warnings last logged, so that each is said once. */
@@ -80,7 +86,7 @@ export class CheckpointWriter {
     await writes.forEachCheckpoint(report, ids, async (id, out) => {
       const parent = result.parents.get(id)!;
       await writes.attempt(out, "checkpoint", id, async () => {
-        const owner = fileOwner(parent);
+        const owner = storedFilesOwner(parent);
         if ("error" in owner) throw new Error(`cannot store files for this pod: ${owner.error}`);
         const file = names.names.get(id);
         if (file === undefined) {
@@ -94,10 +100,7 @@ export class CheckpointWriter {
         const manifest = manifestOf(id, file);
         const parentJson = JSON.stringify(parent);
         if (!refreshDue && this.#checkedManifests.unchanged(manifest, parentJson)) return;
-        const sanitized = sanitizeCheckpoint(parent, {
-          secretsDir: config.secretsDir,
-          configMapsDir: config.configmapsDir,
-        });
+        const sanitized = sanitizeCheckpoint(parent, config);
         this.#warnOnce(id, sanitized.warnings);
         const written = await writeInactiveManifest(this.#paths, sanitized.pod, file);
         this.#checkedManifests.checked(manifest, parentJson);
@@ -111,11 +114,7 @@ export class CheckpointWriter {
         const files = await writeVolumeFiles(sanitized.volumes, objects.data, owner);
         const { namespace, name } = parent.metadata;
         const stale = await removeStaleVolumeDirs(
-          podFileDirs(
-            { secretsDir: config.secretsDir, configMapsDir: config.configmapsDir },
-            namespace,
-            name,
-          ),
+          podFileDirs(config, namespace, name),
           sanitized.volumes,
         );
         files.removed += stale.length;

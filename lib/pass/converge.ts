@@ -3,16 +3,12 @@
  * to its action: a stopped checkpoint has no manifest in the static-pod dir, a started one has
  * its inactive manifest there, a removed one has no file left at all.
  */
+import type { CheckpointTrees } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import { filesHolding, type ManifestNames } from "../core/manifest_names.ts";
 import type { PassResult } from "../core/pass.ts";
 import { type Action, actionOf } from "../core/state.ts";
-import {
-  activateCheckpoint,
-  deactivateCheckpoint,
-  type ManifestPaths,
-  removeCheckpoint,
-} from "../disk/manifests.ts";
+import { activateCheckpoint, deactivateCheckpoint, removeCheckpoint } from "../disk/manifests.ts";
 import type { Observation } from "./observe.ts";
 import type { PassReport } from "./report.ts";
 import type { Writes } from "./writes.ts";
@@ -29,7 +25,7 @@ export function desiredActions(result: PassResult): Map<string, Action> {
 }
 
 export async function converge(
-  paths: ManifestPaths,
+  paths: CheckpointTrees,
   writes: Writes,
   result: PassResult,
   obs: Observation,

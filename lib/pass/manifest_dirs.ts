@@ -2,8 +2,8 @@
  * What the agent sees to once per process before it writes in the manifest dirs: whether
  * activation can link, and that no temp file a crash left stays behind.
  */
+import type { CheckpointTrees } from "../core/checkpoint_layout.ts";
 import { sweepTempFiles } from "../disk/atomic_write.ts";
-import type { ManifestPaths } from "../disk/manifests.ts";
 import { separateMounts } from "../disk/mounts.ts";
 import type { Logger } from "../util/log.ts";
 
@@ -14,7 +14,7 @@ export class ManifestDirChecks {
   #mountsChecked = false;
 
   constructor(
-    private readonly trees: Pick<ManifestPaths, "staticPodDir" | "inactiveDir">,
+    private readonly trees: Pick<CheckpointTrees, "staticPodDir" | "inactiveDir">,
     private readonly log: Logger,
   ) {}
 

@@ -11,7 +11,7 @@
  */
 import { join } from "node:path";
 import { Agent } from "../../lib/pass/agent.ts";
-import { manifestFileName } from "../../lib/core/ids.ts";
+import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { CHECKPOINT_ANNOTATION, podId } from "../../lib/core/pod.ts";
 import type { Instant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon/daemon.ts";

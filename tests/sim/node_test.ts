@@ -27,7 +27,7 @@ async function activateCopy(node: SimNode, keepPorts: boolean): Promise<Pod> {
   const parent = node.parents.find((p) => podId(p) === APISERVER)!;
   const { pod } = sanitizeCheckpoint(parent, {
     secretsDir: c.secretsDir,
-    configMapsDir: c.configmapsDir,
+    configmapsDir: c.configmapsDir,
   });
   const file = join(c.staticPodDir, "kube-system-kube-apiserver-7x2kq.json");
   await Deno.writeTextFile(file, renderManifest(pod));
