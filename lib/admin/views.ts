@@ -17,7 +17,6 @@ import {
   phaseOf,
   type StatusRecord,
   type StatusState,
-  type StoredStatus,
 } from "../store/status_record.ts";
 
 export interface CheckpointView {
@@ -39,7 +38,7 @@ export interface SandboxView {
 }
 
 /** The latest of the record's lifecycle timestamps, compared as instants (not as text). */
-export function sinceOf(record: StoredStatus): string {
+export function sinceOf(record: StatusRecord): string {
   const stamps = [record.createdAt, record.lastActivatedAt, record.lastDeactivatedAt]
     .filter((s): s is string => s !== undefined);
   return stamps.reduce((latest, s) => parseInstant(s)! > parseInstant(latest)! ? s : latest);

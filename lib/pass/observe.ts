@@ -13,7 +13,7 @@ import { manifestCache, manifestIndex, readManifestDir } from "../disk/manifests
 import type { RunningPod } from "../sources/cri.ts";
 import type { NodeSources } from "../sources/node.ts";
 import type { SourceFailure, SourceResult } from "../sources/types.ts";
-import { stateOfRecord, type StoredStatus } from "../store/status_record.ts";
+import { stateOfRecord, type StatusRecord } from "../store/status_record.ts";
 import { readStatusRecords } from "../store/status_store.ts";
 
 /**
@@ -22,7 +22,7 @@ import { readStatusRecords } from "../store/status_store.ts";
  */
 export type TrackedStateReader = () => Promise<Map<string, CheckpointState>>;
 
-function trackedStates(records: StoredStatus[]): Map<string, CheckpointState> {
+function trackedStates(records: StatusRecord[]): Map<string, CheckpointState> {
   return new Map(records.map((r) => [r.id, stateOfRecord(r)]));
 }
 
@@ -31,7 +31,7 @@ function trackedStates(records: StoredStatus[]): Map<string, CheckpointState> {
  * be recorded, and the status store's before the first pass. Planning from what is on disk
  * instead would restart a grace period on every pass while the state dir cannot be written.
  */
-export function trackedFromStore(status: { list(): StoredStatus[] }): TrackedStateReader {
+export function trackedFromStore(status: { list(): StatusRecord[] }): TrackedStateReader {
   return () => Promise.resolve(trackedStates(status.list()));
 }
 
