@@ -1,5 +1,5 @@
 /** The status store: copies, transactions, rollback, serialization, deletes, load and quarantine. */
-import { deepStrictEqual as assertEquals, ok as assert, rejects, throws } from "node:assert/strict";
+import { deepStrictEqual as assertEquals, rejects, throws } from "node:assert/strict";
 import { join } from "node:path";
 import { atomicWrite, TEMP_MARKER } from "../../lib/disk/atomic_write.ts";
 import { parseInstant } from "../../lib/core/time.ts";
