@@ -5,7 +5,7 @@
  * file) and as V8 does (heap committed, used, external, malloced), so that native memory can be
  * told from the JavaScript heap. Arguments: `--passes N`, then ckpt-agent configuration flags.
  *
- * Between passes it trims the heap as the daemon does (lib/memory.ts; only with
+ * Between passes it trims the heap as the daemon does (lib/daemon/memory.ts; only with
  * `--v8-flags=--expose-gc`).
  *
  * CKPT_BENCH_ALLOCATIONS=FILE samples every allocation of the passes after the second, garbage
@@ -23,14 +23,15 @@ import { notedSources } from "./noted_sources.ts";
 import type { SourceName } from "../lib/sources/types.ts";
 import { Session } from "node:inspector/promises";
 import v8 from "node:v8";
-import { Agent, type Observation, trackedFromStore } from "../lib/agent.ts";
+import { Agent } from "../lib/pass/agent.ts";
+import type { Observation } from "../lib/pass/observe.ts";
 import { AgentStores } from "../lib/store/agent_stores.ts";
 import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
 import { acquireLock, isLock } from "../lib/disk/lock.ts";
-import { silentLogger } from "../lib/log.ts";
-import { HeapTrimmer } from "../lib/memory.ts";
-import { connectNode } from "../lib/node.ts";
+import { silentLogger } from "../lib/util/log.ts";
+import { HeapTrimmer } from "../lib/daemon/memory.ts";
+import { connectNode } from "../lib/sources/node.ts";
 
 export interface PhaseMemory {
   pass: number;
@@ -164,7 +165,7 @@ try {
     }
     passStart = performance.now();
     note("pass start");
-    const report = await agent.pass(stores, trackedFromStore(stores.status));
+    const report = await agent.pass(stores);
     note(report.complete ? "pass done" : "pass done (degraded)", true);
     if (heap.trim()) note("after trimming the heap", true);
     if (Deno.env.get("CKPT_BENCH_MALLOC_STATS")) {

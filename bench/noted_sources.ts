@@ -2,7 +2,7 @@
  * The real node clients with a callback when each of the three lists comes back: how the bench
  * agents time a pass's observations without changing what the agent does.
  */
-import type { NodeSources } from "../lib/agent.ts";
+import type { NodeSources } from "../lib/sources/node.ts";
 import type { SourceName } from "../lib/sources/types.ts";
 
 export function notedSources(

@@ -4,14 +4,15 @@
  * pass_protocol.ts). Arguments are ckpt-agent configuration flags (`--config FILE ...`).
  */
 import { notedSources } from "./noted_sources.ts";
-import { Agent, type Observation, trackedFromStore } from "../lib/agent.ts";
+import { Agent } from "../lib/pass/agent.ts";
+import type { Observation } from "../lib/pass/observe.ts";
 import { AgentStores } from "../lib/store/agent_stores.ts";
 import { loadConfig } from "../lib/config/load.ts";
 import { systemClock } from "../lib/core/time.ts";
 import { acquireLock, isLock } from "../lib/disk/lock.ts";
-import { silentLogger } from "../lib/log.ts";
-import { HeapTrimmer } from "../lib/memory.ts";
-import { connectNode } from "../lib/node.ts";
+import { silentLogger } from "../lib/util/log.ts";
+import { HeapTrimmer } from "../lib/daemon/memory.ts";
+import { connectNode } from "../lib/sources/node.ts";
 import type { SourceName } from "../lib/sources/types.ts";
 import { Session } from "node:inspector/promises";
 import { cpuUsage } from "node:process";
@@ -57,7 +58,7 @@ async function pass(): Promise<PassTiming> {
   answeredAt = { apiserver: NaN, kubelet: NaN, runtime: NaN };
   const cpuBefore = cpuUsage();
   passStart = performance.now();
-  const report = await agent.pass(stores, trackedFromStore(stores.status));
+  const report = await agent.pass(stores);
   const wallMs = performance.now() - passStart;
   const cpu = cpuUsage(cpuBefore);
   const applied: Record<string, number> = {};
@@ -110,7 +111,7 @@ try {
     }
     const reply = await answer(request);
     await Deno.stdout.write(out.encode(`${JSON.stringify(reply)}\n`));
-    // What the daemon does between passes (lib/daemon.ts), outside the timed pass.
+    // What the daemon does between passes (lib/daemon/daemon.ts), outside the timed pass.
     if (request.cmd === "pass") heap.trim();
   }
   if (profiler && passes >= 2) {

@@ -8,9 +8,14 @@
  */
 import { parseArgs } from "node:util";
 import { join } from "node:path";
-import { runChecks } from "../lib/commands/verify.ts";
+import { runChecks } from "../lib/verify/verify.ts";
 import { encodeRecord } from "../lib/store/envelope.ts";
-import { statusFileName } from "../lib/store/layout.ts";
+import {
+  RECORD_FILE_MODE,
+  STATUS_DIR,
+  statusFileName,
+  STORE_DIR_MODE,
+} from "../lib/store/layout.ts";
 import { STATUS_RECORDS, type StatusRecord } from "../lib/store/status_record.ts";
 import { recordCheck } from "../lib/verify/records.ts";
 import { StatusStore } from "../lib/store/status_store.ts";
@@ -74,13 +79,13 @@ async function benchUpdates(stateDir: string): Promise<void> {
 }
 
 async function benchLoad(stateDir: string): Promise<void> {
-  const dir = join(stateDir, "status");
-  await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+  const dir = join(stateDir, STATUS_DIR);
+  await Deno.mkdir(dir, { recursive: true, mode: STORE_DIR_MODE });
   // Set-up only: written without fsync, the benchmark measures reading them back.
   for (let i = 0; i < RECORDS; i++) {
     const id = `ns-${i % 50}/pod-${i}`;
     await Deno.writeTextFile(join(dir, statusFileName(id)), encodeRecord("status", record(id, i)), {
-      mode: 0o600,
+      mode: RECORD_FILE_MODE,
     });
   }
   const opens: number[] = [];

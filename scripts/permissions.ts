@@ -53,7 +53,7 @@ export const AGENT_V8_FLAGS: readonly PermissionFlag[] = [
   {
     flag: "--expose-gc",
     why: "gives the daemon gc(), with which it returns each pass's garbage to the kernel while " +
-      "it waits for the next pass (lib/memory.ts)",
+      "it waits for the next pass (lib/daemon/memory.ts)",
   },
 ];
 

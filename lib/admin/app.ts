@@ -7,17 +7,17 @@
  * every request is logged as one line. Ids are validated before any lookup.
  */
 import { type Context, type Handler, Hono } from "hono";
-import type { PassReport } from "../agent.ts";
+import type { PassReport } from "../pass/report.ts";
 import { parseValidId } from "../core/ids.ts";
 import type { Clock, Instant } from "../core/time.ts";
-import type { Daemon } from "../daemon.ts";
-import type { Logger } from "../log.ts";
+import type { Daemon } from "../daemon/daemon.ts";
+import type { Logger } from "../util/log.ts";
 import { InvalidIdError, sandboxIdProblem } from "../store/layout.ts";
 import type { StatusView } from "../store/status_record.ts";
 import { limitBody, MAX_BODY_BYTES } from "./body_limit.ts";
 import { isLoopbackHostHeader } from "./listen.ts";
 import type { AdminMetrics } from "./metrics.ts";
-import { liveness } from "./probes.ts";
+import { liveness } from "../daemon/probes.ts";
 import type { AdminToken } from "./token.ts";
 import { checkpointView, type SandboxView } from "./views.ts";
 

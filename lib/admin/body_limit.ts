@@ -4,7 +4,7 @@
  * counted, so a chunked body cannot slip past; at most MAX_BODY_BYTES + one chunk is held.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { readBounded } from "../bytes.ts";
+import { readBounded } from "../util/bytes.ts";
 
 export const MAX_BODY_BYTES = 64 * 1024;
 

@@ -2,7 +2,7 @@
  * A client of a running agent's admin endpoint, over TCP or its unix socket, for commands such
  * as `ckpt-agent status`.
  */
-import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../direct_http.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../util/direct_http.ts";
 import { connectAddress, formatListenAddress, type ListenAddress } from "./listen.ts";
 
 /** The endpoint answers from memory: a slower answer means the agent is stuck. */
@@ -20,7 +20,7 @@ export async function adminGetJson(
   timeoutMs = ADMIN_CLIENT_TIMEOUT_MS,
 ): Promise<AdminReply> {
   const target = connectAddress(listen);
-  // Never through a proxy, whatever the environment says (lib/direct_http.ts).
+  // Never through a proxy, whatever the environment says (lib/util/direct_http.ts).
   const client = createDirectHttpClient(
     target.kind === "unix" ? { proxy: { transport: "unix", path: target.path } } : {},
   );

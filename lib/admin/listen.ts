@@ -6,7 +6,7 @@
 import { isIP } from "node:net";
 import { ConfigError } from "../config/errors.ts";
 import type { Config } from "../config/types.ts";
-import { canonicalIPv6, isLoopbackHost } from "../ip.ts";
+import { canonicalIPv6, isLoopbackHost } from "../util/ip.ts";
 
 export { isLoopbackHost };
 

@@ -13,11 +13,11 @@
  * exported directly.
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { PassReport } from "../agent.ts";
+import type { PassReport } from "../pass/report.ts";
 import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
-import type { Daemon } from "../daemon.ts";
+import type { Daemon } from "../daemon/daemon.ts";
 import { STATUS_STATES } from "../store/status_record.ts";
-import { NOT_READY_REASONS } from "./probes.ts";
+import { NOT_READY_REASONS } from "../daemon/probes.ts";
 
 const PREFIX = "ckpt_agent_";
 

@@ -6,8 +6,8 @@
  */
 import { dirname, join } from "node:path";
 import type { Clock } from "../core/time.ts";
-import type { Daemon } from "../daemon.ts";
-import type { Logger } from "../log.ts";
+import type { Daemon } from "../daemon/daemon.ts";
+import type { Logger } from "../util/log.ts";
 import { createAdminApp } from "./app.ts";
 import { formatListenAddress, isLoopbackHost, type ListenAddress } from "./listen.ts";
 import { AdminMetrics } from "./metrics.ts";

@@ -12,7 +12,7 @@
  * compared with timingSafeEqual, so neither the token's length nor its content shows in timing.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../util/log.ts";
 import { statIdentity } from "../disk/verified_files.ts";
 
 /** Far above any sensible token; a bigger file is not a token file. */

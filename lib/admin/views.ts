@@ -6,14 +6,17 @@
  */
 import { splitId } from "../core/ids.ts";
 import { parseInstant } from "../core/time.ts";
-import { type CheckpointPaths, checkpointPaths, type ManifestPaths } from "../disk/manifests.ts";
+import {
+  type CheckpointPaths,
+  checkpointPaths,
+  type CheckpointTrees,
+} from "../core/checkpoint_layout.ts";
 import type { SandboxCheckpoint } from "../store/sandbox_checkpoint.ts";
 import {
   type Phase,
   phaseOf,
   type StatusRecord,
   type StatusState,
-  type StoredStatus,
 } from "../store/status_record.ts";
 
 export interface CheckpointView {
@@ -35,7 +38,7 @@ export interface SandboxView {
 }
 
 /** The latest of the record's lifecycle timestamps, compared as instants (not as text). */
-export function sinceOf(record: StoredStatus): string {
+export function sinceOf(record: StatusRecord): string {
   const stamps = [record.createdAt, record.lastActivatedAt, record.lastDeactivatedAt]
     .filter((s): s is string => s !== undefined);
   return stamps.reduce((latest, s) => parseInstant(s)! > parseInstant(latest)! ? s : latest);
@@ -47,7 +50,7 @@ export function sinceOf(record: StoredStatus): string {
  */
 export function checkpointView(
   record: StatusRecord,
-  dirs: ManifestPaths,
+  dirs: CheckpointTrees,
   manifestFile?: string,
 ): CheckpointView {
   const { namespace, name } = splitId(record.id)!;

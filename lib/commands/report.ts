@@ -1,5 +1,5 @@
 /** Human-readable summaries of a pass, for `--once` and `--once --dry-run` in a terminal. */
-import { type PassReport, RECORD_OPS } from "../agent.ts";
+import { type PassReport, RECORD_OPS } from "../pass/report.ts";
 import type { Config } from "../config/types.ts";
 import type { Lock } from "../disk/lock.ts";
 import type { SourceName } from "../sources/types.ts";

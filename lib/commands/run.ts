@@ -2,7 +2,9 @@
  * `ckpt-agent run` (the daemon, also plain `ckpt-agent`), `ckpt-agent --once` (one pass, for
  * runbooks) and `ckpt-agent --once --dry-run` (observe and plan, write nothing).
  */
-import { Agent, type PassReport, trackedFromDisk, trackedFromStore } from "../agent.ts";
+import { Agent } from "../pass/agent.ts";
+import { trackedFromDisk } from "../pass/observe.ts";
+import type { PassReport } from "../pass/report.ts";
 import { adminListenAddress, type ListenAddress } from "../admin/listen.ts";
 import { serveAdmin } from "../admin/server.ts";
 import { commandOptions } from "../cli/commands.ts";
@@ -11,9 +13,9 @@ import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
-import { createLogger, type Logger } from "../log.ts";
-import { Daemon } from "../daemon.ts";
-import { connectNode } from "../node.ts";
+import { createLogger, type Logger } from "../util/log.ts";
+import { Daemon } from "../daemon/daemon.ts";
+import { connectNode } from "../sources/node.ts";
 import { AgentStores } from "../store/agent_stores.ts";
 import { formatPassReport, formatPlan } from "./report.ts";
 
@@ -101,7 +103,7 @@ export async function runCommand(args: string[]): Promise<number> {
   const agent = new Agent({ config, sources, clock: systemClock, log });
   try {
     if (dryRun) {
-      const report = await agent.pass(undefined, trackedFromDisk(config.stateDir));
+      const report = await agent.plan(trackedFromDisk(config.stateDir));
       console.log(output === "json" ? JSON.stringify(report.plan) : formatPlan(report, true));
       return report.complete ? EXIT_OK : EXIT_FAILURE;
     }
@@ -120,7 +122,7 @@ export async function runCommand(args: string[]): Promise<number> {
         await runDaemon(daemon, adminListen, log);
         return EXIT_OK;
       }
-      const report = await agent.pass(stores, trackedFromStore(stores.status));
+      const report = await agent.pass(stores);
       console.log(
         output === "json" ? JSON.stringify(report) : formatPassReport(report, config, lock),
       );

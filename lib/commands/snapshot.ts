@@ -3,12 +3,13 @@
  * `ckpt-agent snapshot | ckpt-agent plan --snapshot -` gives what `--once --dry-run` gives.
  * Writes nothing.
  */
-import { Agent, trackedFromDisk } from "../agent.ts";
+import { Agent } from "../pass/agent.ts";
+import { trackedFromDisk } from "../pass/observe.ts";
 import { loadConfig } from "../config/load.ts";
 import { snapshotDocument } from "../core/snapshot.ts";
 import { systemClock } from "../core/time.ts";
-import { createLogger } from "../log.ts";
-import { connectNode } from "../node.ts";
+import { createLogger } from "../util/log.ts";
+import { connectNode } from "../sources/node.ts";
 
 export async function snapshotCommand(args: string[]): Promise<number> {
   const { config } = await loadConfig(args);

@@ -8,44 +8,7 @@ import { commandOptions } from "../cli/commands.ts";
 import { EXIT_FAILURE, EXIT_OK, UsageError } from "../cli/errors.ts";
 import { type OutputFormat, outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
-import type { Config } from "../config/types.ts";
-import { SANDBOX_RECORDS } from "../store/sandbox_checkpoint.ts";
-import { STATUS_RECORDS } from "../store/status_record.ts";
-import { type Check, type Finding, modeOf } from "../verify/check.ts";
-import { manifestCheck, storedFilesCheck } from "../verify/files.ts";
-import { hostPortCheck } from "../verify/host_ports.ts";
-import { recordCheck } from "../verify/records.ts";
-
-export function checksFor(config: Config): Check[] {
-  return [
-    recordCheck("status records", STATUS_RECORDS, config.stateDir),
-    recordCheck("sandbox checkpoint records", SANDBOX_RECORDS, config.stateDir),
-    manifestCheck(config),
-    hostPortCheck(config),
-    storedFilesCheck(config),
-  ];
-}
-
-export interface VerifyReport {
-  stateDir: string;
-  checked: number;
-  findings: Finding[];
-}
-
-export async function runChecks(stateDir: string, checks: readonly Check[]): Promise<VerifyReport> {
-  const report: VerifyReport = { stateDir, checked: 0, findings: [] };
-  if (await modeOf(stateDir) === undefined) {
-    // Most likely a mistyped --state-dir: saying "all sound" would mislead.
-    report.findings.push({ file: stateDir, problem: "no such directory" });
-    return report;
-  }
-  for (const check of checks) {
-    const result = await check.run();
-    report.checked += result.checked;
-    report.findings.push(...result.findings);
-  }
-  return report;
-}
+import { checksFor, runChecks, type VerifyReport } from "../verify/verify.ts";
 
 function formatReport(report: VerifyReport): string {
   const lines = report.findings.map((f) => `${f.file}: ${f.problem}`);

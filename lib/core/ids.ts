@@ -1,4 +1,7 @@
-/** Checkpoint ids (`namespace/name`), their file names, and the Kubernetes name rules. */
+/**
+ * Checkpoint ids (`namespace/name`) and the Kubernetes name rules; the file names made of them are
+ * in checkpoint_layout.ts.
+ */
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -31,29 +34,6 @@ export function parseValidId(id: string): IdParts | undefined {
   return parts && isValidNamespace(parts.namespace) && isValidObjectName(parts.name)
     ? parts
     : undefined;
-}
-
-/**
- * bootkube's name for a checkpoint manifest, `<namespace>-<name>.json`: what every checkpoint
- * gets unless another file holds it (lib/core/manifest_names.ts). Ambiguous: `kube/system-x` and
- * `kube-system/x` both map to `kube-system-x.json`.
- */
-export function manifestFileName(id: string): string {
-  return `${id.replace("/", "-")}.json`;
-}
-
-/**
- * The unambiguous name, `<namespace>_<name>.json`: namespaces are DNS labels and names DNS
- * subdomains, so neither contains `_`; this name belongs to one id only, and is never bootkube's
- * name of any id.
- */
-export function unambiguousManifestFileName(id: string): string {
-  return `${id.replace("/", "_")}.json`;
-}
-
-/** The two names a checkpoint's manifest may have: bootkube's first. */
-export function manifestFileNames(id: string): [string, string] {
-  return [manifestFileName(id), unambiguousManifestFileName(id)];
 }
 
 /** Byte-wise order, as Go's sort.Strings: ids are reported in this order. */

@@ -3,9 +3,10 @@
  * be shared by two ids (`kube/system-x` and `kube-system/x` are both `kube-system-x.json`); the
  * rule below gives every checkpoint a file of its own, and never changes a name once given:
  *
- * - A checkpoint that has a manifest on disk under one of its two names (ids.ts) keeps that name:
- *   the inactive dir's first, else the static-pod dir's. Nothing is ever renamed, so nothing
- *   flip-flops between passes or across restarts, whichever parent appeared first.
+ * - A checkpoint that has a manifest on disk under one of its two names (checkpoint_layout.ts)
+ *   keeps that name: the inactive dir's first, else the static-pod dir's. Nothing is ever
+ *   renamed, so nothing flip-flops between passes or across restarts, whichever parent appeared
+ *   first.
  * - A checkpoint without one gets bootkube's name, unless that name is held by a file in either
  *   directory that is not its own checkpoint (another id's, a foreign pod, a file that is not a
  *   pod: none of which the agent ever touches) or was given to another id; then it gets
@@ -16,7 +17,8 @@
  * Pure, and computed before any write of a pass: two checkpoints written at once can never
  * target one file.
  */
-import { compareIds, manifestFileNames, parseValidId } from "./ids.ts";
+import { manifestFileNames } from "./checkpoint_layout.ts";
+import { compareIds, parseValidId } from "./ids.ts";
 
 /**
  * What one manifest directory holds: file name → the id of the checkpoint in it, or undefined

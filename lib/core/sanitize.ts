@@ -3,15 +3,11 @@
  * manifest, plus a description of the files its rewritten volumes need. Fetching secrets and
  * writing files happen elsewhere; this module only decides what they must be.
  */
+import { type StoredFileDirs, volumeDir } from "./checkpoint_layout.ts";
 import { CHECKPOINT_OF_ANNOTATION, type Pod } from "./pod.ts";
 import { renderFieldRef, renderResourceFieldRef } from "./downward_api.ts";
 import { asArray, isObject, type Json } from "./json.ts";
 import { dropPortDeclarations } from "./ports.ts";
-
-export interface CheckpointDirs {
-  secretsDir: string;
-  configMapsDir: string;
-}
 
 export interface KeyToPath {
   key: string;
@@ -48,25 +44,9 @@ function keyItems(value: unknown): KeyToPath[] | undefined {
   return asArray(value).map((item) => ({ key: String(item.key), path: String(item.path) }));
 }
 
-/** The directories holding every stored file of one pod: what removing its checkpoint deletes. */
-export function podFileDirs(dirs: CheckpointDirs, ns: string, pod: string): string[] {
-  return [`${dirs.secretsDir}/${ns}/${pod}`, `${dirs.configMapsDir}/${ns}/${pod}`];
-}
-
-/**
- * A volume with every key of one object mounts `<base>/<ns>/<pod>/<object>` (the original
- * checkpointer's layout). Volumes that need more get a directory named after the volume, under
- * `_volumes`, which cannot clash with an object name (DNS-1123 names never start with `_`).
- */
-function hostDir(base: string, ns: string, pod: string, volume: string, source?: KeySource) {
-  return source && !source.items
-    ? `${base}/${ns}/${pod}/${source.name}`
-    : `${base}/${ns}/${pod}/_volumes/${volume}`;
-}
-
 interface VolumeContext {
   parent: Pod;
-  dirs: CheckpointDirs;
+  dirs: StoredFileDirs;
   warnings: string[];
 }
 
@@ -117,7 +97,7 @@ function projectedSources(ctx: VolumeContext, volume: string, projected: Json): 
 
 const KEY_VOLUMES = [
   { kind: "secret", nameField: "secretName", base: "secretsDir" },
-  { kind: "configMap", nameField: "name", base: "configMapsDir" },
+  { kind: "configMap", nameField: "name", base: "configmapsDir" },
 ] as const;
 
 /** Rewrites one volume in place to a hostPath, returning the files that path must hold. */
@@ -131,7 +111,7 @@ function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefine
     const source = keySource(kind, src[nameField], src);
     files = {
       volume: name,
-      dir: hostDir(ctx.dirs[base], ns, pod, name, source),
+      dir: volumeDir(ctx.dirs[base], ns, pod, name, source.items ? undefined : source.name),
       sources: [source],
     };
     delete volume[kind];
@@ -139,7 +119,7 @@ function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefine
   if (isObject(volume.projected)) {
     files = {
       volume: name,
-      dir: hostDir(ctx.dirs.secretsDir, ns, pod, name),
+      dir: volumeDir(ctx.dirs.secretsDir, ns, pod, name),
       sources: projectedSources(ctx, name, volume.projected),
     };
     delete volume.projected;
@@ -153,7 +133,7 @@ function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefine
  * the parent; the parent as controlling owner; no service account, affinity, node selector or
  * status; secret, configMap and projected volumes rewritten as hostPath volumes.
  */
-export function sanitizeCheckpoint(parent: Pod, dirs: CheckpointDirs): SanitizedCheckpoint {
+export function sanitizeCheckpoint(parent: Pod, dirs: StoredFileDirs): SanitizedCheckpoint {
   const copy = structuredClone(parent) as Json;
   const meta = parent.metadata;
   const spec: Json = isObject(copy.spec) ? copy.spec : {};
@@ -229,37 +209,4 @@ export function apiEnvReferences(pod: Pod): string[] {
     }
   }
   return references;
-}
-
-export interface FileOwner {
-  uid: number;
-  gid: number;
-}
-
-function runAsUser(securityContext: unknown): number | undefined {
-  return isObject(securityContext) && typeof securityContext.runAsUser === "number"
-    ? securityContext.runAsUser
-    : undefined;
-}
-
-/**
- * Who must be able to read a checkpoint's secret files: the one non-root user its containers
- * run as (root by default), and the pod's fsGroup. Two different non-root users cannot both
- * read a 0600 file, so that pod's files cannot be written correctly.
- */
-export function fileOwner(pod: Pod): FileOwner | { error: string } {
-  const spec: Json = isObject(pod.spec) ? pod.spec : {};
-  const podUser = runAsUser(spec.securityContext);
-  const users = new Set<number>();
-  for (const container of [...asArray(spec.initContainers), ...asArray(spec.containers)]) {
-    const user = runAsUser(container.securityContext) ?? podUser ?? 0;
-    if (user !== 0) users.add(user);
-  }
-  if (users.size > 1) {
-    return { error: `containers run as different users (${[...users].join(", ")})` };
-  }
-  const fsGroup = isObject(spec.securityContext) && typeof spec.securityContext.fsGroup === "number"
-    ? spec.securityContext.fsGroup
-    : 0;
-  return { uid: [...users][0] ?? 0, gid: fsGroup };
 }

@@ -71,6 +71,11 @@ export function secondsToDuration(seconds: number): Duration {
   return BigInt(Math.round(seconds * 1e9));
 }
 
+/** Milliseconds, as the configuration keeps durations, rounded to a whole one. */
+export function millisToDuration(ms: number): Duration {
+  return BigInt(Math.round(ms)) * NANOS_PER_MILLI;
+}
+
 /** A clock the core never reads by itself: callers inject it, tests fix it. */
 export interface Clock {
   now(): Instant;

@@ -28,7 +28,8 @@ export interface DiskChanges {
   removed: string[];
 }
 
-function formatMode(mode: number | null): string {
+/** Permission bits as `ls -l` users read them: `0600`. */
+export function formatMode(mode: number | null): string {
   return mode === null ? "?" : (mode & 0o7777).toString(8).padStart(4, "0");
 }
 

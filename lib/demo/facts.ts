@@ -4,9 +4,8 @@
  * configmaps hold.
  */
 import { join, relative } from "node:path";
-import { manifestFileName } from "../core/ids.ts";
+import { checkpointPaths, storedFilesOwner } from "../core/checkpoint_layout.ts";
 import { isValidParent, type Pod, podId } from "../core/pod.ts";
-import { fileOwner } from "../core/sanitize.ts";
 import type { ControlPlane } from "../sim/control_plane.ts";
 import type { KubeletEventKind } from "../sim/kubelet_model.ts";
 import type { SimNode } from "../sim/node.ts";
@@ -39,14 +38,13 @@ export function sameList(a: readonly string[], b: readonly string[]): boolean {
 
 /** Paths (relative to the node's root) of one checkpoint's files. */
 export function checkpointFiles(session: DemoSession, id: string) {
-  const { config, node } = session;
-  const rel = (path: string) => relative(node.root, path);
-  const [namespace, name] = id.split("/");
+  const rel = (path: string) => relative(session.node.root, path);
+  const paths = checkpointPaths(session.config, id);
   return {
-    inactive: rel(join(config.inactiveDir, manifestFileName(id))),
-    active: rel(join(config.staticPodDir, manifestFileName(id))),
-    secrets: rel(join(config.secretsDir, namespace, name)),
-    configmaps: rel(join(config.configmapsDir, namespace, name)),
+    inactive: rel(paths.inactiveManifest),
+    active: rel(paths.activeManifest),
+    secrets: rel(paths.secretsDir),
+    configmaps: rel(paths.configmapsDir),
   };
 }
 
@@ -55,7 +53,7 @@ export function entriesUnder(disk: DiskListing, dir: string) {
 }
 
 export function ownerOf(pod: Pod): string {
-  const owner = fileOwner(pod);
+  const owner = storedFilesOwner(pod);
   return "error" in owner ? owner.error : `${owner.uid}:${owner.gid}`;
 }
 

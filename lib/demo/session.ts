@@ -1,14 +1,14 @@
 /**
  * One run of the demo: a simulated node (lib/sim/node.ts) and the real agent connected to it
- * exactly as `ckpt-agent run` connects to a real node — the clients of lib/node.ts, the stores
+ * exactly as `ckpt-agent run` connects to a real node — the clients of lib/sources/node.ts, the stores
  * of the state directory — with two differences: the agent's clock can skip time, and its log
  * lines are kept for the story instead of going to standard error.
  */
-import { Agent } from "../agent.ts";
+import { Agent } from "../pass/agent.ts";
 import type { Config } from "../config/types.ts";
 import { instantToDate } from "../core/time.ts";
-import { createLogger } from "../log.ts";
-import { connectNode } from "../node.ts";
+import { createLogger } from "../util/log.ts";
+import { connectNode } from "../sources/node.ts";
 import type { ControlPlane } from "../sim/control_plane.ts";
 import { SimNode } from "../sim/node.ts";
 import { AgentStores } from "../store/agent_stores.ts";

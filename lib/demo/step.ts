@@ -3,7 +3,8 @@
  * (each with what it observed, decided and wrote), and the expectations checked afterwards.
  * A step's record is what `ckpt-agent demo --output json` prints for it.
  */
-import { type AppliedAction, type PassError, type PassReport, trackedFromStore } from "../agent.ts";
+import { trackedFromStore } from "../pass/observe.ts";
+import type { AppliedAction, PassError, PassReport } from "../pass/report.ts";
 import type { PlanDocument } from "../core/snapshot.ts";
 import { formatInstant } from "../core/time.ts";
 import type { SourceName } from "../sources/types.ts";
@@ -129,7 +130,9 @@ export class Step {
     const { agent, stores, clock, node, takeLog } = this.#session;
     const before = await listDisk(node.root, this.#watched);
     const at = formatInstant(clock.now());
-    const report = await agent.pass(dryRun ? undefined : stores, trackedFromStore(stores.status));
+    const report = dryRun
+      ? await agent.plan(trackedFromStore(stores.status))
+      : await agent.pass(stores);
     this.disk = await listDisk(node.root, this.#watched);
     const sources = Object.fromEntries(SOURCES.map((source) => {
       const failure = report.failures.find((f) => f.source === source);

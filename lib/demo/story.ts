@@ -4,7 +4,9 @@
  * node would see it (lib/sim/node.ts); every decision and every byte written is the agent's.
  */
 import { relative } from "node:path";
+import { DIR_MODE, MANIFEST_MODE, STORED_FILE_MODE } from "../core/checkpoint_layout.ts";
 import { CHECKPOINT_ANNOTATION, type Pod, podId } from "../core/pod.ts";
+import { formatMode } from "./disk.ts";
 import {
   checkpointFiles,
   copyId,
@@ -19,6 +21,11 @@ import {
 } from "./facts.ts";
 import { type DemoSession, SYNC_RETRY_MS } from "./session.ts";
 import type { Step } from "./step.ts";
+
+/** The modes the checkpoint trees must have, as the disk listing shows them. */
+const MANIFEST = formatMode(MANIFEST_MODE);
+const STORED_FILE = formatMode(STORED_FILE_MODE);
+const DIR = formatMode(DIR_MODE);
 
 export interface StoryStep {
   name: string;
@@ -96,8 +103,8 @@ const checkpointsTaken: StoryStep = {
     );
     const manifests = parents.map((p) => checkpointFiles(session, podId(p)).inactive);
     step.expect(
-      "each has a sanitized manifest in the inactive dir, mode 0600",
-      manifests.every((path) => step.disk.get(path)?.mode === "0600"),
+      `each has a sanitized manifest in the inactive dir, mode ${MANIFEST}`,
+      manifests.every((path) => step.disk.get(path)?.mode === MANIFEST),
       manifests.map((path) => `${path} ${step.disk.get(path)?.mode ?? "missing"}`),
     );
     const stored = parents.flatMap((p) => {
@@ -109,10 +116,13 @@ const checkpointsTaken: StoryStep = {
         .map((entry) => ({ entry, owner: ownerOf(p) }));
     });
     const wrongModes = stored.filter(({ entry, owner }) =>
-      entry.type === "dir" ? entry.mode !== "0700" : entry.mode !== "0600" || entry.owner !== owner
+      entry.type === "dir"
+        ? entry.mode !== DIR
+        : entry.mode !== STORED_FILE || entry.owner !== owner
     );
     step.expect(
-      "their secret and configmap files are 0600, owned by the pod's user, in directories 0700",
+      `their secret and configmap files are ${STORED_FILE}, owned by the pod's user, in ` +
+        `directories ${DIR}`,
       stored.length > 0 && wrongModes.length === 0,
       wrongModes.map(({ entry }) => `${entry.path} ${entry.mode} ${entry.owner}`),
     );
@@ -208,10 +218,10 @@ const checkpointsActivated: StoryStep = {
     const copied = await Promise.all(copies.map(async (files) => {
       const [active, inactive] = await readFiles(node.root, [files.active, files.inactive])
         .catch(() => ["", "-"]);
-      return active === inactive && step.disk.get(files.active)?.mode === "0600";
+      return active === inactive && step.disk.get(files.active)?.mode === MANIFEST;
     }));
     step.expect(
-      "each inactive manifest was linked into the static-pod dir, mode 0600",
+      `each inactive manifest was linked into the static-pod dir, mode ${MANIFEST}`,
       copied.every(Boolean),
       copies.map((f, i) => `${f.active}: ${copied[i] ? "ok" : "missing or different"}`),
     );

@@ -3,7 +3,7 @@
  * parent fsynced), like every file written through atomic_write.ts.
  */
 import { dirname, resolve } from "node:path";
-import type { FileOwner } from "../core/sanitize.ts";
+import type { FileOwner } from "../core/checkpoint_layout.ts";
 import { syncDir } from "./atomic_write.ts";
 
 /** Whether anything (a symlink counts as itself) is at `path`. */

@@ -1,17 +1,24 @@
 /**
  * Checkpoint manifests on disk: reading the kubelet's static-pod directory and the inactive
  * directory, and the writes of a pass's apply step. A checkpoint's manifest has one of the two
- * names of its id (lib/core/ids.ts; which one, lib/core/manifest_names.ts decides and the caller
- * passes down); only such files are ever written (over nothing, the same checkpoint, or a file
+ * names of its id (lib/core/checkpoint_layout.ts; which one, lib/core/manifest_names.ts decides
+ * and the caller passes down); only such files are ever written (over nothing, the same checkpoint, or a file
  * too damaged to parse) or deleted (only while they hold that checkpoint). Every other file is
  * read, maybe reported, never touched.
  */
 import { basename, dirname, join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { type IdParts, manifestFileName, manifestFileNames, parseValidId } from "../core/ids.ts";
+import {
+  checkpointPaths,
+  type CheckpointTrees,
+  DIR_MODE,
+  MANIFEST_MODE,
+  manifestFileNames,
+  validId,
+} from "../core/checkpoint_layout.ts";
+import { parseValidId } from "../core/ids.ts";
 import { assignManifestNames, type ManifestIndex } from "../core/manifest_names.ts";
 import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
-import { podFileDirs } from "../core/sanitize.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import {
   atomicLink,
@@ -20,16 +27,9 @@ import {
   removeDurably,
   type WriteOutcome,
 } from "./atomic_write.ts";
-import { mapConcurrent } from "../store/map_concurrent.ts";
+import { mapConcurrent } from "../util/map_concurrent.ts";
 import { ensureDir, removeIfEmpty, removeTree } from "./dirs.ts";
 import { ParsedFiles } from "./verified_files.ts";
-
-export interface ManifestPaths {
-  staticPodDir: string;
-  inactiveDir: string;
-  secretsDir: string;
-  configmapsDir: string;
-}
 
 export interface ManifestFile {
   /** Full path of the file the pod was read from. */
@@ -55,9 +55,6 @@ const MAX_MANIFEST_BYTES = 1024 * 1024;
 
 /** Reads kept in flight: each Deno file call waits for a thread-pool round trip. */
 const READS_IN_FLIGHT = 32;
-
-const MANIFEST_MODE = 0o600;
-const DIR_MODE = 0o700;
 
 function parseManifest(text: string): unknown {
   try {
@@ -161,55 +158,13 @@ export function manifestIndex(dir: ManifestDir): ManifestIndex {
 }
 
 /** The file name of every checkpoint whose manifest is on disk, read without writing anything. */
-export async function manifestFilesOnDisk(paths: ManifestPaths): Promise<Map<string, string>> {
+export async function manifestFilesOnDisk(paths: CheckpointTrees): Promise<Map<string, string>> {
   const [active, inactive] = await Promise.all([
     readManifestDir(paths.staticPodDir),
     readManifestDir(paths.inactiveDir),
   ]);
   const listing = { active: manifestIndex(active), inactive: manifestIndex(inactive) };
   return assignManifestNames([], listing).names;
-}
-
-export interface CheckpointPaths {
-  inactiveManifest: string;
-  activeManifest: string;
-  /** The pod's directories of stored secret and configmap files. */
-  secretsDir: string;
-  configmapsDir: string;
-}
-
-/** The parts of `id`; throws on an id that is not safe to use in a file name. */
-function validId(id: string): IdParts {
-  const parts = parseValidId(id);
-  if (!parts) throw new Error(`not a valid checkpoint id: ${JSON.stringify(id)}`);
-  return parts;
-}
-
-/**
- * Where one checkpoint's files are; throws on an id that is not safe to use as a file name.
- * `file` is its manifest's name as assignManifestNames gave it; bootkube's name by default, which
- * is every checkpoint's name unless it clashed with another.
- */
-export function checkpointPaths(
-  paths: ManifestPaths,
-  id: string,
-  file = manifestFileName(id),
-): CheckpointPaths {
-  const parts = validId(id);
-  if (!manifestFileNames(id).includes(file)) {
-    throw new Error(`${JSON.stringify(file)} is not a name of the manifest of ${id}`);
-  }
-  const [secretsDir, configmapsDir] = podFileDirs(
-    { secretsDir: paths.secretsDir, configMapsDir: paths.configmapsDir },
-    parts.namespace,
-    parts.name,
-  );
-  return {
-    inactiveManifest: join(paths.inactiveDir, file),
-    activeManifest: join(paths.staticPodDir, file),
-    secretsDir,
-    configmapsDir,
-  };
 }
 
 /** Pretty JSON, so that an operator can read and diff a checkpoint. */
@@ -252,7 +207,7 @@ async function intoDir<T>(dir: string, write: () => Promise<T>): Promise<T> {
 
 /** Stores a sanitized checkpoint in the inactive dir, as `file` (assignManifestNames). */
 export async function writeInactiveManifest(
-  paths: ManifestPaths,
+  paths: CheckpointTrees,
   pod: Pod,
   file: string,
 ): Promise<WriteOutcome> {
@@ -294,12 +249,12 @@ async function isActive(active: string, inactive: string, source: Deno.FileInfo)
  * What sharing one inode means: the inactive manifest is only ever replaced by a rename
  * (atomicWrite), never written in place, so the active name keeps the content it was linked
  * with until a pass links it again, as a copy would; neither name is ever chmodded or chowned in
- * place, so both keep the 0600 root-owned file atomicWrite made; withdrawing unlinks the active
+ * place, so both keep the MANIFEST_MODE root-owned file atomicWrite made; withdrawing unlinks the active
  * name only. Linking and unlinking change the inode's ctime, so the inactive manifest is read
  * again once by the caches that key on its stat (verified_files.ts).
  */
 export async function activateCheckpoint(
-  paths: ManifestPaths,
+  paths: CheckpointTrees,
   id: string,
   file: string,
 ): Promise<WriteOutcome | "no-inactive-manifest"> {
@@ -341,7 +296,7 @@ async function removeManifests(dir: string, id: string, keep?: string): Promise<
  * holds anything else is not ours and stays.
  */
 export async function deactivateCheckpoint(
-  paths: ManifestPaths,
+  paths: CheckpointTrees,
   id: string,
   keep?: string,
 ): Promise<"removed" | "absent"> {
@@ -358,7 +313,7 @@ export async function deactivateCheckpoint(
  * gone. Removals run after a pass has written every checkpoint, so no write into a namespace
  * directory races with its removal.
  */
-export async function removeCheckpoint(paths: ManifestPaths, id: string): Promise<string[]> {
+export async function removeCheckpoint(paths: CheckpointTrees, id: string): Promise<string[]> {
   const p = checkpointPaths(paths, id);
   const removed: string[] = [];
   for (const dir of [p.secretsDir, p.configmapsDir]) {

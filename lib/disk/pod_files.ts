@@ -5,7 +5,8 @@
  * fetched keeps the files it has, because nothing is ever deleted on the strength of a failure.
  */
 import { dirname, isAbsolute, join, normalize } from "node:path";
-import type { FileOwner, FileSource, VolumeFiles } from "../core/sanitize.ts";
+import { DIR_MODE, type FileOwner, STORED_FILE_MODE } from "../core/checkpoint_layout.ts";
+import type { FileSource, VolumeFiles } from "../core/sanitize.ts";
 import { atomicWrite, removeDurably, syncDir, TEMP_MARKER } from "./atomic_write.ts";
 import { ensureDir, ensureOwnedDir, removeTree } from "./dirs.ts";
 
@@ -28,8 +29,6 @@ export interface VolumeWriteSummary {
   skipped: { volume: string; reason: string }[];
 }
 
-const FILE_MODE = 0o600;
-const DIR_MODE = 0o700;
 /** NAME_MAX on Linux file systems. */
 const MAX_NAME_BYTES = 255;
 
@@ -160,7 +159,7 @@ async function writeVolume(
   for (const path of [...files.keys()].sort()) {
     const content = files.get(path) as Uint8Array;
     const outcome = await atomicWrite(join(dir, path), content, {
-      mode: FILE_MODE,
+      mode: STORED_FILE_MODE,
       uid: owner.uid,
       gid: owner.gid,
     });
@@ -174,8 +173,8 @@ async function writeVolume(
 }
 
 /**
- * Brings every volume directory to what the fetched objects say: files 0600 and directories
- * 0700 owned by `owner`, only changed files written, files no longer wanted removed. An I/O
+ * Brings every volume directory to what the fetched objects say: files and directories with the
+ * modes of checkpoint_layout.ts, owned by `owner`, only changed files written, files no longer wanted removed. An I/O
  * failure is thrown; the volumes before it are done, the others untouched.
  */
 export async function writeVolumeFiles(

@@ -9,8 +9,8 @@
  * servers put it for errors without a message: "trailers-only"), and the body is exactly one
  * complete message; anything else is a failure, which the agent treats as "runtime not asked".
  */
-import { readBounded } from "../bytes.ts";
-import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../direct_http.ts";
+import { readBounded } from "../util/bytes.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../util/direct_http.ts";
 
 /** The gRPC status codes (grpc/grpc, doc/statuscodes.md). */
 export const GrpcStatus = {
@@ -54,7 +54,7 @@ export class GrpcUnaryClient {
   readonly #http: Deno.HttpClient;
 
   /** `socketPath` is the runtime's unix socket; connections are made on first use. The proxy
-   *  variables never apply (lib/direct_http.ts). */
+   *  variables never apply (lib/util/direct_http.ts). */
   constructor(socketPath: string) {
     this.#http = createDirectHttpClient({
       proxy: { transport: "unix", path: socketPath },
@@ -67,7 +67,7 @@ export class GrpcUnaryClient {
   async call(path: string, request: Uint8Array, timeoutMs: number): Promise<GrpcOutcome> {
     const signal = AbortSignal.timeout(timeoutMs);
     try {
-      // The socket connects; the origin only has to stay clear of NO_PROXY (lib/direct_http.ts).
+      // The socket connects; the origin only has to stay clear of NO_PROXY (lib/util/direct_http.ts).
       const response = await fetch(`${UNIX_SOCKET_ORIGIN}${path}`, {
         method: "POST",
         client: this.#http,

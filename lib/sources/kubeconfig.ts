@@ -4,7 +4,7 @@
  * relative ones resolved against the kubeconfig's directory) so that a broken kubeconfig is
  * reported at once, naming the field — except a token file, which is re-read on every request
  * because projected service-account tokens rotate. The result names every file it was read from,
- * so that the caller can read it again when one of them changes (lib/node.ts).
+ * so that the caller can read it again when one of them changes (lib/sources/node.ts).
  */
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { dirname, resolve } from "node:path";

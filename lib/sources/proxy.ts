@@ -19,7 +19,7 @@
  * be reachable while the network, or the proxy, is not. Unlike Go too, a proxy value that
  * cannot be used is an error naming the variable, not a silent direct connection.
  */
-import { inPrefix, ipBytes, isLoopbackHost } from "../ip.ts";
+import { inPrefix, ipBytes, isLoopbackHost } from "../util/ip.ts";
 
 export type ProxyEnvironment = Readonly<Record<string, string | undefined>>;
 

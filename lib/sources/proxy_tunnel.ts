@@ -10,7 +10,7 @@
 import { Buffer } from "node:buffer";
 import net from "node:net";
 import tls from "node:tls";
-import { ipBytes } from "../ip.ts";
+import { ipBytes } from "../util/ip.ts";
 import { bareHost, describeProxy, portOf, type Proxy } from "./proxy.ts";
 
 /** How the TLS connection to an https:// proxy is verified: like the target's. */

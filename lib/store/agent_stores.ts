@@ -11,16 +11,10 @@
  * then on without a restart.
  */
 import { compareIds } from "../core/ids.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../util/log.ts";
 import { RecordStore, type StoreOptions } from "./record_store.ts";
 import { SANDBOX_CODEC, type SandboxCheckpoint, type SandboxRecord } from "./sandbox_checkpoint.ts";
-import {
-  phaseOf,
-  STATUS_CODEC,
-  type StatusRecord,
-  type StatusView,
-  type StoredStatus,
-} from "./status_record.ts";
+import { phaseOf, STATUS_CODEC, type StatusRecord, type StatusView } from "./status_record.ts";
 
 export type StoreName = "status" | "sandboxes";
 
@@ -42,23 +36,23 @@ export interface StoreOutcome {
 }
 
 /** One store and the memory it keeps a copy of. */
-class Mirror<M, T> {
-  readonly #memory: Map<string, M>;
+class Mirror<T> {
+  readonly #memory: Map<string, T>;
   /** Keys whose record may differ from the stored one: changed since, or not yet written. */
   readonly #dirty = new Set<string>();
   unrecorded: Unrecorded[] = [];
 
-  constructor(readonly name: StoreName, readonly store: RecordStore<M, T>) {
+  constructor(readonly name: StoreName, readonly store: RecordStore<T>) {
     this.#memory = new Map(store.keys().map((key) => [key, store.get(key)!]));
   }
 
   /** The record of `key`, not a copy: callers never modify it. */
-  peek(key: string): M | undefined {
+  peek(key: string): T | undefined {
     return this.#memory.get(key);
   }
 
   /** A copy; InvalidIdError for a key no record could be stored under. */
-  get(key: string): M | undefined {
+  get(key: string): T | undefined {
     this.store.pathOf(key);
     const value = this.#memory.get(key);
     return value === undefined ? undefined : structuredClone(value);
@@ -68,7 +62,7 @@ class Mirror<M, T> {
     return [...this.#memory.keys()].sort(compareIds);
   }
 
-  set(key: string, value: M) {
+  set(key: string, value: T) {
     this.#memory.set(key, value);
     this.#dirty.add(key);
   }
@@ -130,15 +124,15 @@ class Mirror<M, T> {
 }
 
 export class AgentStores {
-  readonly #status: Mirror<StatusRecord, StoredStatus>;
-  readonly #sandboxes: Mirror<SandboxRecord, SandboxRecord>;
+  readonly #status: Mirror<StatusRecord>;
+  readonly #sandboxes: Mirror<SandboxRecord>;
   /** Why the stores are read-only, as last logged: a change is logged once. */
   #saidReadOnly?: string;
 
   private constructor(
     readonly stateDir: string,
-    status: RecordStore<StatusRecord, StoredStatus>,
-    sandboxes: RecordStore<SandboxRecord, SandboxRecord>,
+    status: RecordStore<StatusRecord>,
+    sandboxes: RecordStore<SandboxRecord>,
     private readonly log: Logger,
   ) {
     this.#status = new Mirror("status", status);

@@ -5,8 +5,6 @@
  */
 import { parseValidId } from "../core/ids.ts";
 
-export const DEFAULT_STATE_DIR = "/var/lib/ckpt-agent";
-
 export const STATUS_DIR = "status";
 export const SANDBOX_DIR = "sandboxes";
 export const QUARANTINE_DIR = "quarantine";

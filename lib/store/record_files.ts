@@ -6,7 +6,7 @@
 import type { z } from "zod";
 import { basename, join } from "node:path";
 import { decodeRecord, RecordError, type RecordKind } from "./envelope.ts";
-import { mapConcurrent } from "./map_concurrent.ts";
+import { mapConcurrent } from "../util/map_concurrent.ts";
 
 /** What a store needs to know to read and name one kind of record. */
 export interface RecordType<T> {

@@ -25,9 +25,9 @@ import {
 import { compareIds } from "../core/ids.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import { type Clock, systemClock } from "../core/time.ts";
-import { ensureStoreDir, quarantine } from "./dirs.ts";
+import { ensureStoreDir, quarantine } from "./quarantine.ts";
 import { encodeRecord, RecordError, type RecordProblem } from "./envelope.ts";
-import { KeyedLock } from "./keyed_lock.ts";
+import { KeyedLock } from "../util/keyed_lock.ts";
 import { QUARANTINE_DIR, RECORD_FILE_MODE } from "./layout.ts";
 import { readRecordDir, type RecordType } from "./record_files.ts";
 
@@ -54,20 +54,18 @@ export interface StoreProblem {
   quarantinedTo?: string;
 }
 
-/** How one store turns what it serves (M) into what it writes (T), and back. */
-export interface StoreCodec<M, T> {
+/** One store's records, and what of a record it is given is written. */
+export interface StoreCodec<T> {
   type: RecordType<T>;
   /** The fields to persist; validated against `type.schema` before anything is written. */
-  toStored(value: M): unknown;
-  /** What memory keeps for a stored record; `from` carries fields that live in memory only. */
-  toMemory(stored: T, from?: M): M;
+  toStored(value: T): unknown;
 }
 
 const WRITE_OPTIONS: WriteOptions = { mode: RECORD_FILE_MODE };
 
-export class RecordStore<M, T> {
+export class RecordStore<T> {
   readonly dir: string;
-  #values = new Map<string, M>();
+  #values = new Map<string, T>();
   #problems: StoreProblem[] = [];
   #swept: string[] = [];
   /** Why writes are refused; undefined once the store is open for writing. */
@@ -76,18 +74,18 @@ export class RecordStore<M, T> {
 
   private constructor(
     readonly stateDir: string,
-    private readonly codec: StoreCodec<M, T>,
+    private readonly codec: StoreCodec<T>,
     private readonly clock: Clock,
     private readonly writer: Writer,
   ) {
     this.dir = join(stateDir, codec.type.dir);
   }
 
-  static async open<M, T>(
+  static async open<T>(
     stateDir: string,
-    codec: StoreCodec<M, T>,
+    codec: StoreCodec<T>,
     options: StoreOptions = {},
-  ): Promise<RecordStore<M, T>> {
+  ): Promise<RecordStore<T>> {
     const store = RecordStore.#create(stateDir, codec, options);
     await store.#open();
     store.#readOnly = undefined;
@@ -99,17 +97,17 @@ export class RecordStore<M, T> {
    * that can be read (nothing is swept, created or moved), with `readOnly` saying why. Rejects
    * only on what no retry could mend (a bug), never on an I/O error.
    */
-  static async openOrRead<M, T>(
+  static async openOrRead<T>(
     stateDir: string,
-    codec: StoreCodec<M, T>,
+    codec: StoreCodec<T>,
     options: StoreOptions = {},
-  ): Promise<RecordStore<M, T>> {
+  ): Promise<RecordStore<T>> {
     const store = RecordStore.#create(stateDir, codec, options);
     if (!await store.reopen()) await store.#readSound();
     return store;
   }
 
-  static #create<M, T>(stateDir: string, codec: StoreCodec<M, T>, options: StoreOptions) {
+  static #create<T>(stateDir: string, codec: StoreCodec<T>, options: StoreOptions) {
     return new RecordStore(
       stateDir,
       codec,
@@ -149,7 +147,7 @@ export class RecordStore<M, T> {
     try {
       const entries = await readRecordDir(this.codec.type, this.dir);
       this.#values = new Map(
-        entries.flatMap((e) => e.error ? [] : [[e.key, this.codec.toMemory(e.record)] as const]),
+        entries.flatMap((e) => e.error ? [] : [[e.key, e.record] as const]),
       );
     } catch (e) {
       this.#readOnly += `; nothing could be read either: ${(e as Error).message}`;
@@ -177,11 +175,11 @@ export class RecordStore<M, T> {
    */
   async load(): Promise<void> {
     const swept = await sweepTempFiles(this.dir);
-    const values = new Map<string, M>();
+    const values = new Map<string, T>();
     const problems: StoreProblem[] = [];
     for (const entry of await readRecordDir(this.codec.type, this.dir)) {
       if (entry.error) problems.push(await this.#quarantine(entry.error));
-      else values.set(entry.key, this.codec.toMemory(entry.record));
+      else values.set(entry.key, entry.record);
     }
     this.#values = values;
     this.#problems = problems;
@@ -189,7 +187,7 @@ export class RecordStore<M, T> {
   }
 
   /** A copy of the record of `key`; InvalidIdError for a key that could not be stored. */
-  get(key: string): M | undefined {
+  get(key: string): T | undefined {
     this.codec.type.fileNameOf(key);
     const value = this.#values.get(key);
     return value === undefined ? undefined : structuredClone(value);
@@ -209,14 +207,14 @@ export class RecordStore<M, T> {
    * Persists `fn(copy of current)` and then makes it the record of `key`. If fn throws, its
    * result is invalid, or the write fails, nothing changes.
    */
-  async update(key: string, fn: (current: M | undefined) => M): Promise<WriteOutcome> {
+  async update(key: string, fn: (current: T | undefined) => T): Promise<WriteOutcome> {
     const path = this.pathOf(key);
     this.#refuseIfReadOnly(path);
     return await this.#lock.run(key, async () => {
       const next = fn(this.get(key));
       const stored = this.#storedForm(path, key, next);
       const outcome = await this.#write(path, key, stored);
-      this.#values.set(key, this.codec.toMemory(stored, next));
+      this.#values.set(key, stored);
       return outcome;
     });
   }
@@ -249,10 +247,10 @@ export class RecordStore<M, T> {
   }
 
   /**
-   * Whether `value` is what the store holds for `key`, as it would be written (fields kept in
-   * memory only do not count).
+   * Whether `value` is what the store holds for `key`, as it would be written (what toStored
+   * leaves out does not count).
    */
-  holds(key: string, value: M): boolean {
+  holds(key: string, value: T): boolean {
     const current = this.#values.get(key);
     return current !== undefined &&
       isDeepStrictEqual(this.codec.toStored(current), this.codec.toStored(value));
@@ -269,7 +267,7 @@ export class RecordStore<M, T> {
     }
   }
 
-  #storedForm(path: string, key: string, value: M): T {
+  #storedForm(path: string, key: string, value: T): T {
     const parsed = this.codec.type.schema.safeParse(this.codec.toStored(value));
     if (!parsed.success) {
       throw new RecordError(

@@ -75,8 +75,7 @@ export const SANDBOX_RECORDS: RecordType<SandboxRecord> = {
   keyOfRecord: (record) => record.sandboxId,
 };
 
-export const SANDBOX_CODEC: StoreCodec<SandboxRecord, SandboxRecord> = {
+export const SANDBOX_CODEC: StoreCodec<SandboxRecord> = {
   type: SANDBOX_RECORDS,
   toStored: (value) => value,
-  toMemory: (stored) => stored,
 };

@@ -7,7 +7,7 @@ import { RecordStore, type StoreOptions, type StoreProblem } from "./record_stor
 import { SANDBOX_CODEC, type SandboxCheckpoint, type SandboxRecord } from "./sandbox_checkpoint.ts";
 
 export class SandboxStore {
-  private constructor(private readonly records: RecordStore<SandboxRecord, SandboxRecord>) {}
+  private constructor(private readonly records: RecordStore<SandboxRecord>) {}
 
   /** Creates the directories when missing, sweeps temp files, loads, quarantines bad records. */
   static async open(stateDir: string, options: StoreOptions = {}): Promise<SandboxStore> {

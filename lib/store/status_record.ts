@@ -2,7 +2,7 @@
  * One checkpoint's status record (after seeds/status.go.txt): its state and grace deadline, when
  * it was created, last activated and last deactivated, and the reason and message of its last
  * transition. Timestamps are RFC 3339 strings. The lifecycle phase is derived from the timestamps
- * on every read and never stored; `removing` lives in memory only.
+ * on every read and never stored.
  */
 import { z } from "zod";
 import {
@@ -45,14 +45,8 @@ export const StoredStatusSchema = z.object({
   if (problem) ctx.addIssue({ code: "custom", path: ["graceEnd"], message: problem });
 });
 
-/** Exactly what is written to disk. */
-export type StoredStatus = z.infer<typeof StoredStatusSchema>;
-
-/** What the store keeps: the stored fields plus those that are never written. */
-export interface StatusRecord extends StoredStatus {
-  /** Set while the checkpoint is being removed (the seed's `Removing`); never written. */
-  removing?: boolean;
-}
+/** Exactly what is written to disk, and what the store keeps. */
+export type StatusRecord = z.infer<typeof StoredStatusSchema>;
 
 export type Phase = "created" | "activated" | "deactivated";
 
@@ -65,7 +59,7 @@ export interface StatusView extends StatusRecord {
  * Like the seed's State(): deactivated when the last deactivation is later than the last
  * activation (or there was no activation), activated when it was ever activated, else created.
  */
-export function phaseOf(record: StoredStatus): Phase {
+export function phaseOf(record: StatusRecord): Phase {
   const activated = record.lastActivatedAt === undefined
     ? undefined
     : parseInstant(record.lastActivatedAt)!;
@@ -78,7 +72,7 @@ export function phaseOf(record: StoredStatus): Phase {
   return activated !== undefined ? "activated" : "created";
 }
 
-export const STATUS_RECORDS: RecordType<StoredStatus> = {
+export const STATUS_RECORDS: RecordType<StatusRecord> = {
   kind: "status",
   dir: STATUS_DIR,
   schema: StoredStatusSchema,
@@ -87,17 +81,17 @@ export const STATUS_RECORDS: RecordType<StoredStatus> = {
   keyOfRecord: (record) => record.id,
 };
 
-export const STATUS_CODEC: StoreCodec<StatusRecord, StoredStatus> = {
+export const STATUS_CODEC: StoreCodec<StatusRecord> = {
   type: STATUS_RECORDS,
+  // A view returned as it was read carries its derived phase, which is never written.
   toStored: (value) => {
-    const { removing: _removing, phase: _phase, ...stored } = value as Partial<StatusView>;
+    const { phase: _phase, ...stored } = value as Partial<StatusView>;
     return stored;
   },
-  toMemory: (stored, from) => (from?.removing ? { ...stored, removing: true } : { ...stored }),
 };
 
 /** The planner's view of a record: its state, with the deadline as an instant. */
-export function stateOfRecord(record: StoredStatus): CheckpointState {
+export function stateOfRecord(record: StatusRecord): CheckpointState {
   return isGraceState(record.state)
     ? { name: record.state, graceEnd: parseInstant(record.graceEnd!)! }
     : { name: record.state };

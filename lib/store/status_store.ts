@@ -12,7 +12,6 @@ import {
   STATUS_RECORDS,
   type StatusRecord,
   type StatusView,
-  type StoredStatus,
 } from "./status_record.ts";
 
 function view(record: StatusRecord): StatusView {
@@ -20,7 +19,7 @@ function view(record: StatusRecord): StatusView {
 }
 
 export class StatusStore {
-  private constructor(private readonly records: RecordStore<StatusRecord, StoredStatus>) {}
+  private constructor(private readonly records: RecordStore<StatusRecord>) {}
 
   /** Creates the directories when missing, sweeps temp files, loads, quarantines bad records. */
   static async open(stateDir: string, options: StoreOptions = {}): Promise<StatusStore> {
@@ -52,8 +51,7 @@ export class StatusStore {
    * Runs `fn` on a copy of the current record (undefined when there is none) and persists its
    * result in one transaction; "unchanged" when the stored bytes would be the same. If fn
    * throws, returns an invalid record (a RecordError) or the write fails, disk and memory stay
-   * as they were. Updates of one id run one after the other. A returned `phase` is ignored and
-   * `removing` is kept in memory only.
+   * as they were. Updates of one id run one after the other. A returned `phase` is ignored.
    */
   update(id: string, fn: (current: StatusView | undefined) => StatusRecord): Promise<WriteOutcome> {
     return this.records.update(id, (current) => fn(current && view(current)));
@@ -75,7 +73,7 @@ export class StatusStore {
  * created or quarantined. For passes that must not write (dry run, snapshot); a bad record is
  * left for `verify` to report and for the daemon's store to quarantine.
  */
-export async function readStatusRecords(stateDir: string): Promise<StoredStatus[]> {
+export async function readStatusRecords(stateDir: string): Promise<StatusRecord[]> {
   const entries = await readRecordDir(STATUS_RECORDS, join(stateDir, STATUS_RECORDS.dir));
   return entries.flatMap((entry) => entry.error ? [] : [entry.record]);
 }

@@ -4,23 +4,23 @@
  * volumes mount. Read-only, like every check.
  */
 import { basename, join } from "node:path";
-import { manifestFileNames, parseValidId } from "../core/ids.ts";
-import { isCheckpoint, type Pod, podId } from "../core/pod.ts";
-import { apiEnvReferences, type FileOwner, fileOwner } from "../core/sanitize.ts";
-import { equalBytes, TEMP_MARKER } from "../disk/atomic_write.ts";
 import {
   checkpointPaths,
-  type ManifestDir,
-  type ManifestFile,
-  type ManifestPaths,
-  readManifestDir,
-} from "../disk/manifests.ts";
+  type CheckpointTrees,
+  DIR_MODE,
+  type FileOwner,
+  MANIFEST_MODE,
+  manifestFileNames,
+  STORED_FILE_MODE,
+  storedFilesOwner,
+} from "../core/checkpoint_layout.ts";
+import { parseValidId } from "../core/ids.ts";
+import { isCheckpoint, type Pod, podId } from "../core/pod.ts";
+import { apiEnvReferences } from "../core/sanitize.ts";
+import { equalBytes, TEMP_MARKER } from "../disk/atomic_write.ts";
+import { type ManifestDir, type ManifestFile, readManifestDir } from "../disk/manifests.ts";
 import { type Check, type Finding, modeFinding } from "./check.ts";
 import { pathExists } from "../disk/dirs.ts";
-
-const MANIFEST_MODE = 0o600;
-const FILE_MODE = 0o600;
-const DIR_MODE = 0o700;
 
 async function bytesEqual(a: string, b: string): Promise<boolean> {
   const [x, y] = await Promise.all([Deno.readFile(a), Deno.readFile(b)]);
@@ -58,10 +58,10 @@ function duplicates(byId: Map<string, ManifestFile[]>): Finding[] {
 }
 
 /**
- * Every inactive manifest is a checkpoint under one of its own names (ids.ts), one file per
- * checkpoint; every active one has its inactive manifest's name and content.
+ * Every inactive manifest is a checkpoint under one of its own names (checkpoint_layout.ts), one
+ * file per checkpoint; every active one has its inactive manifest's name and content.
  */
-export function manifestCheck(paths: ManifestPaths): Check {
+export function manifestCheck(paths: CheckpointTrees): Check {
   return {
     name: "checkpoint manifests",
     async run() {
@@ -107,7 +107,7 @@ export function manifestCheck(paths: ManifestPaths): Check {
   };
 }
 
-/** Walks one stored directory: only regular files 0600 and directories 0700 of the owner. */
+/** Walks one stored directory: only regular files and directories, with their modes and owner. */
 async function checkTree(path: string, owner: FileOwner, findings: Finding[]): Promise<number> {
   const info = await Deno.lstat(path);
   const mode = info.mode! & 0o7777;
@@ -119,7 +119,7 @@ async function checkTree(path: string, owner: FileOwner, findings: Finding[]): P
   if (kind === "file" && path.includes(TEMP_MARKER)) {
     findings.push({ file: path, problem: "leftover temp file of an interrupted write" });
   }
-  findings.push(...modeFinding(path, mode, kind === "dir" ? DIR_MODE : FILE_MODE));
+  findings.push(...modeFinding(path, mode, kind === "dir" ? DIR_MODE : STORED_FILE_MODE));
   const { uid, gid } = owner;
   if (info.uid !== uid || info.gid !== gid) {
     findings.push({
@@ -170,7 +170,7 @@ async function podDirsUnder(base: string): Promise<string[]> {
 }
 
 /** The stored files every checkpoint mounts exist, are private, and belong to its pod's user. */
-export function storedFilesCheck(paths: ManifestPaths): Check {
+export function storedFilesCheck(paths: CheckpointTrees): Check {
   return {
     name: "stored secret and configmap files",
     async run() {
@@ -183,7 +183,7 @@ export function storedFilesCheck(paths: ManifestPaths): Check {
         if (!isCheckpoint(m.pod) || !parseValidId(id)) continue;
         const p = checkpointPaths(paths, id);
         podDirs.add(p.secretsDir).add(p.configmapsDir);
-        const owner = fileOwner(m.pod);
+        const owner = storedFilesOwner(m.pod);
         if ("error" in owner) {
           findings.push({ file: m.file, problem: owner.error });
           continue;

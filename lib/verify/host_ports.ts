@@ -6,10 +6,11 @@
  */
 import { isCheckpoint } from "../core/pod.ts";
 import { declaredHostPorts } from "../core/ports.ts";
-import { type ManifestFile, type ManifestPaths, readManifestDir } from "../disk/manifests.ts";
+import type { CheckpointTrees } from "../core/checkpoint_layout.ts";
+import { type ManifestFile, readManifestDir } from "../disk/manifests.ts";
 import type { Check, Finding } from "./check.ts";
 
-export function hostPortCheck(paths: ManifestPaths): Check {
+export function hostPortCheck(paths: CheckpointTrees): Check {
   return {
     name: "checkpoint host ports",
     async run() {

@@ -1,7 +1,7 @@
 /** `verify`'s checks of the two stores: every record verifies, has its own name, is private. */
 import { join } from "node:path";
 import { RECORD_FILE_MODE, STORE_DIR_MODE } from "../store/layout.ts";
-import { mapConcurrent } from "../store/map_concurrent.ts";
+import { mapConcurrent } from "../util/map_concurrent.ts";
 import { readRecordDir, type RecordType } from "../store/record_files.ts";
 import { type Check, modeFinding, modeOf } from "./check.ts";
 

@@ -3,16 +3,16 @@
  * moves, and every log line kept; plus raw HTTP for requests fetch would rewrite (dot segments).
  */
 import { join } from "node:path";
-import { Agent } from "../../lib/agent.ts";
-import { concatBytes } from "../../lib/bytes.ts";
-import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/direct_http.ts";
+import { Agent } from "../../lib/pass/agent.ts";
+import { concatBytes } from "../../lib/util/bytes.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../lib/core/time.ts";
-import { Daemon } from "../../lib/daemon.ts";
-import { createLogger, type Logger } from "../../lib/log.ts";
-import { connectNode } from "../../lib/node.ts";
+import { Daemon } from "../../lib/daemon/daemon.ts";
+import { createLogger, type Logger } from "../../lib/util/log.ts";
+import { connectNode } from "../../lib/sources/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
 
@@ -132,7 +132,7 @@ export async function withServedDaemon(
       clock: fixture.clock,
       log: fixture.log.logger,
     });
-    // Never through a proxy the environment may name (lib/direct_http.ts).
+    // Never through a proxy the environment may name (lib/util/direct_http.ts).
     const client = createDirectHttpClient(
       listen.kind === "unix" ? { proxy: { transport: "unix", path: listen.path } } : {},
     );

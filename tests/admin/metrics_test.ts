@@ -3,9 +3,9 @@
  * names, types, label sets and values.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import type { PassReport } from "../../lib/agent.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
 import { PASS_DURATION_BUCKETS } from "../../lib/admin/metrics.ts";
-import { NOT_READY_REASONS } from "../../lib/admin/probes.ts";
+import { NOT_READY_REASONS } from "../../lib/daemon/probes.ts";
 import { NANOS_PER_MILLI } from "../../lib/core/time.ts";
 import { STATUS_STATES } from "../../lib/store/status_record.ts";
 import { type Family, parsePrometheusText, sampleValue } from "./prom_text.ts";

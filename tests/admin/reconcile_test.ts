@@ -3,7 +3,7 @@
  * bearer token whether a request may run a pass.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import type { PassReport } from "../../lib/agent.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
 import { type DaemonFixture, type ServedFixture, withServedDaemon } from "./harness.ts";
 
 const TOKEN = "s3cr3t-admin-token-0123456789abcdef";

@@ -4,7 +4,7 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
 import { join } from "node:path";
-import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/direct_http.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";

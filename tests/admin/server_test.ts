@@ -6,7 +6,7 @@ import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:ass
 import { join } from "node:path";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { AdminListenError, serveAdmin, startAdminServer } from "../../lib/admin/server.ts";
-import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/direct_http.ts";
+import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 import { DaemonFixture, withServedDaemon } from "./harness.ts";
 
 async function withDaemon(fn: (f: DaemonFixture) => Promise<void>) {

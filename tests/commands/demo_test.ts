@@ -4,7 +4,7 @@
  * seen. The story is checked step by step from the JSON, not only from the demo's own verdict.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { manifestFileName } from "../../lib/core/ids.ts";
+import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { isValidParent, podId } from "../../lib/core/pod.ts";
 import { parseInstant } from "../../lib/core/time.ts";
 import type { DemoResult } from "../../lib/demo/run.ts";

@@ -1,7 +1,7 @@
 /** `ckpt-agent verify` as a subprocess: findings per file, exit codes, and never a change. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import { checksFor, runChecks } from "../../lib/commands/verify.ts";
+import { checksFor, runChecks } from "../../lib/verify/verify.ts";
 import { loadConfig } from "../../lib/config/load.ts";
 import { SandboxStore } from "../../lib/store/sandbox_store.ts";
 import { StatusStore } from "../../lib/store/status_store.ts";

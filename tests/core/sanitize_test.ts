@@ -7,17 +7,13 @@ import {
   type Pod,
   PodSchema,
 } from "../../lib/core/pod.ts";
-import {
-  apiEnvReferences,
-  fileOwner,
-  podFileDirs,
-  sanitizeCheckpoint,
-} from "../../lib/core/sanitize.ts";
+import { podFileDirs, storedFilesOwner } from "../../lib/core/checkpoint_layout.ts";
+import { apiEnvReferences, sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
 import { declaredHostPorts } from "../../lib/core/ports.ts";
 
 const DIRS = {
   secretsDir: "/etc/kubernetes/checkpoint-secrets",
-  configMapsDir: "/etc/kubernetes/checkpoint-configmaps",
+  configmapsDir: "/etc/kubernetes/checkpoint-configmaps",
 };
 
 async function apiserver(): Promise<Pod> {
@@ -109,7 +105,7 @@ Deno.test("volumes: secret, configMap and projected become hostPath; others unto
     { name: "secrets", hostPath: { path: `${DIRS.secretsDir}/${ns}/${name}/kube-apiserver` } },
     {
       name: "audit-policy",
-      hostPath: { path: `${DIRS.configMapsDir}/${ns}/${name}/_volumes/audit-policy` },
+      hostPath: { path: `${DIRS.configmapsDir}/${ns}/${name}/_volumes/audit-policy` },
     },
     { name: "ssl-certs-host", hostPath: { path: "/etc/ssl/certs", type: "" } },
     {
@@ -125,7 +121,7 @@ Deno.test("volumes: secret, configMap and projected become hostPath; others unto
     },
     {
       volume: "audit-policy",
-      dir: `${DIRS.configMapsDir}/${ns}/${name}/_volumes/audit-policy`,
+      dir: `${DIRS.configmapsDir}/${ns}/${name}/_volumes/audit-policy`,
       sources: [{
         kind: "configMap",
         name: "apiserver-audit",
@@ -315,5 +311,5 @@ Deno.test("file owner: the one non-root user, and fsGroup; root by default", asy
       { error: "containers run as different users (1001, 1000)" },
     ],
   ];
-  for (const [label, pod, want] of table) assertEquals(fileOwner(pod), want, label);
+  for (const [label, pod, want] of table) assertEquals(storedFilesOwner(pod), want, label);
 });

@@ -1,14 +1,17 @@
 /** Manifest directories on disk: what is read, what is written, and what is never touched. */
 import { deepStrictEqual as assertEquals, ok as assert, rejects, throws } from "node:assert/strict";
 import { basename } from "node:path";
-import { manifestFileName, unambiguousManifestFileName } from "../../lib/core/ids.ts";
+import {
+  checkpointPaths,
+  type CheckpointTrees,
+  manifestFileName,
+  unambiguousManifestFileName,
+} from "../../lib/core/checkpoint_layout.ts";
 import { podId } from "../../lib/core/pod.ts";
 import {
   activateCheckpoint,
-  checkpointPaths,
   deactivateCheckpoint,
   ForeignManifestError,
-  type ManifestPaths,
   readManifestDir,
   removeCheckpoint,
   renderManifest,
@@ -42,7 +45,7 @@ spec:
 status: {}
 `;
 
-function pathsIn(dir: string): ManifestPaths {
+function pathsIn(dir: string): CheckpointTrees {
   return {
     staticPodDir: `${dir}/manifests`,
     inactiveDir: `${dir}/inactive`,
@@ -74,8 +77,8 @@ async function mode(path: string): Promise<number> {
 
 /** `fn` with one of the manifest paths on a tmpfs of its own, the others on the temp dir's. */
 function withOneOnTmpfs(
-  key: keyof ManifestPaths,
-  fn: (paths: ManifestPaths, fs: Tmpfs) => Promise<void>,
+  key: keyof CheckpointTrees,
+  fn: (paths: CheckpointTrees, fs: Tmpfs) => Promise<void>,
 ): Promise<void> {
   return withTempDir((dir) =>
     withTmpfs(1 << 20, (fs) => fn({ ...pathsIn(dir), [key]: fs.path(basename(key)) }, fs))

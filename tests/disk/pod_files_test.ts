@@ -1,7 +1,8 @@
 /** Secret, configmap and downward-API files of checkpoints, on a real file system, as root. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import type { Pod } from "../../lib/core/pod.ts";
-import { fileOwner, sanitizeCheckpoint, type VolumeFiles } from "../../lib/core/sanitize.ts";
+import { storedFilesOwner } from "../../lib/core/checkpoint_layout.ts";
+import { sanitizeCheckpoint, type VolumeFiles } from "../../lib/core/sanitize.ts";
 import {
   type ObjectData,
   objectKey,
@@ -47,9 +48,9 @@ Deno.test("the kube-apiserver fixture's volumes, end to end from the sanitizer",
     );
     const { volumes } = sanitizeCheckpoint(parent, {
       secretsDir: `${root}/secrets`,
-      configMapsDir: `${root}/configmaps`,
+      configmapsDir: `${root}/configmaps`,
     });
-    const owner = fileOwner(parent);
+    const owner = storedFilesOwner(parent);
     assert(!("error" in owner));
     const objects: ObjectData = new Map([
       [objectKey("secret", "kube-apiserver"), secretData({ "tls.crt": "CRT", "tls.key": "KEY" })],

@@ -8,10 +8,10 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { basename, join } from "node:path";
-import type { PassError, PassReport } from "../../lib/agent.ts";
-import { checksFor, runChecks } from "../../lib/commands/verify.ts";
+import type { PassError, PassReport } from "../../lib/pass/report.ts";
+import { checksFor, runChecks } from "../../lib/verify/verify.ts";
 import type { Config } from "../../lib/config/types.ts";
-import { manifestFileName } from "../../lib/core/ids.ts";
+import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { podId } from "../../lib/core/pod.ts";
 import { TEMP_MARKER } from "../../lib/disk/atomic_write.ts";
 import { readManifestDir } from "../../lib/disk/manifests.ts";

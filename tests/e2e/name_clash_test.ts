@@ -7,8 +7,8 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import type { PassReport } from "../../lib/agent.ts";
-import { checksFor, runChecks } from "../../lib/commands/verify.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
+import { checksFor, runChecks } from "../../lib/verify/verify.ts";
 import { type Pod, podId } from "../../lib/core/pod.ts";
 import { type ControlPlane, daemonSetPod } from "../../lib/sim/control_plane.ts";
 import { type AgentOnNode, withAgentOnNode } from "../helpers/agent_on_node.ts";

@@ -5,8 +5,8 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import type { PassReport } from "../../lib/agent.ts";
-import { manifestFileName, unambiguousManifestFileName } from "../../lib/core/ids.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
+import { manifestFileName, unambiguousManifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { tree } from "../helpers/tree.ts";

@@ -7,8 +7,8 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import { parse as parseYaml, stringify as toYaml } from "yaml";
-import type { PassReport } from "../../lib/agent.ts";
-import { manifestFileName as manifestName } from "../../lib/core/ids.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
+import { manifestFileName as manifestName } from "../../lib/core/checkpoint_layout.ts";
 import type { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { withNode } from "../helpers/sim_node.ts";

@@ -8,7 +8,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
-import type { PassReport } from "../../lib/agent.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
 import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import { CriSimServer } from "../../lib/sim/cri_server.ts";

@@ -5,7 +5,7 @@
  * pass says what it could not record and exits 1. `--once --dry-run` and `status` still read.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import type { PassReport } from "../../lib/agent.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
 import type { Config } from "../../lib/config/types.ts";
 import type { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";

@@ -3,10 +3,11 @@
  * kept; it can be restarted (a new agent and newly opened stores, as a new process would have)
  * with other settings.
  */
-import { Agent, type NodeSources, type PassReport, trackedFromStore } from "../../lib/agent.ts";
+import { Agent } from "../../lib/pass/agent.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
 import type { Config } from "../../lib/config/types.ts";
-import { Daemon } from "../../lib/daemon.ts";
-import { connectNode } from "../../lib/node.ts";
+import { Daemon } from "../../lib/daemon/daemon.ts";
+import { connectNode, type NodeSources } from "../../lib/sources/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
 import { LogCapture, ManualClock } from "../admin/harness.ts";
@@ -54,7 +55,7 @@ export class AgentOnNode {
   /** One pass, then the simulated kubelet catches up with what it wrote. */
   async pass(): Promise<PassReport> {
     const { agent, stores } = await this.#current();
-    const report = await agent.pass(stores, trackedFromStore(stores.status));
+    const report = await agent.pass(stores);
     await this.node.sync();
     return report;
   }

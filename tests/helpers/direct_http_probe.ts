@@ -4,7 +4,7 @@
  * clients at the same time, each asking a unix socket once through every client it builds, at
  * `origin`. Prints how many requests missed the socket.
  */
-import { createDirectHttpClient } from "../../lib/direct_http.ts";
+import { createDirectHttpClient } from "../../lib/util/direct_http.ts";
 
 interface Job {
   path: string;

@@ -5,18 +5,18 @@
  * (CreateContainerConfigError until it has read the services, retried 10 s later). The control
  * plane is self-hosted: the API server answers only while its parent or its copy runs.
  *
- * The agent is the daemon's own pass (lib/daemon.ts), every poll interval of simulated time; the
+ * The agent is the daemon's own pass (lib/daemon/daemon.ts), every poll interval of simulated time; the
  * kubelet acts every simulated second and sees the static-pod dir at once (inotify). What it
  * returns is the kubelet's timeline for each parent, and the node at the end.
  */
 import { join } from "node:path";
-import { Agent } from "../../lib/agent.ts";
-import { manifestFileName } from "../../lib/core/ids.ts";
+import { Agent } from "../../lib/pass/agent.ts";
+import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { CHECKPOINT_ANNOTATION, podId } from "../../lib/core/pod.ts";
 import type { Instant } from "../../lib/core/time.ts";
-import { Daemon } from "../../lib/daemon.ts";
-import { createLogger } from "../../lib/log.ts";
-import { connectNode } from "../../lib/node.ts";
+import { Daemon } from "../../lib/daemon/daemon.ts";
+import { createLogger } from "../../lib/util/log.ts";
+import { connectNode } from "../../lib/sources/node.ts";
 import { millisBetween } from "../../lib/sim/clock.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";

@@ -7,7 +7,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import denoJson from "../../deno.json" with { type: "json" };
-import type { PassReport } from "../../lib/agent.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
 import { isValidParent, podId } from "../../lib/core/pod.ts";
 import { AGENT_PERMISSIONS, agentDenoFlags } from "../../scripts/permissions.ts";
 import { runCli } from "../helpers/cli.ts";

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { type Pod, podId } from "../../lib/core/pod.ts";
 import { sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
 import { readManifestDir, renderManifest } from "../../lib/disk/manifests.ts";
-import { connectNode } from "../../lib/node.ts";
+import { connectNode } from "../../lib/sources/node.ts";
 import { NODE_PORTS_REJECTION } from "../../lib/sim/kubelet_model.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import type { SourceResult } from "../../lib/sources/types.ts";
@@ -27,7 +27,7 @@ async function activateCopy(node: SimNode, keepPorts: boolean): Promise<Pod> {
   const parent = node.parents.find((p) => podId(p) === APISERVER)!;
   const { pod } = sanitizeCheckpoint(parent, {
     secretsDir: c.secretsDir,
-    configMapsDir: c.configmapsDir,
+    configmapsDir: c.configmapsDir,
   });
   const file = join(c.staticPodDir, "kube-system-kube-apiserver-7x2kq.json");
   await Deno.writeTextFile(file, renderManifest(pod));

@@ -1,5 +1,5 @@
 /** The status store: copies, transactions, rollback, serialization, deletes, load and quarantine. */
-import { deepStrictEqual as assertEquals, ok as assert, rejects, throws } from "node:assert/strict";
+import { deepStrictEqual as assertEquals, rejects, throws } from "node:assert/strict";
 import { join } from "node:path";
 import { atomicWrite, TEMP_MARKER } from "../../lib/disk/atomic_write.ts";
 import { parseInstant } from "../../lib/core/time.ts";
@@ -114,23 +114,41 @@ Deno.test("grace states carry their deadline; the record keeps every timestamp",
   });
 });
 
-Deno.test("removing lives in memory only: never written, gone after a reload", async () => {
+/** A status record file as the agent writes it, byte for byte: the schema records keep. */
+const WRITTEN = `{
+  "version": "v1",
+  "kind": "status",
+  "sha256": "9f7d23b589fa43dd23c6735efc70f27ae5c91a698d9282be62fb29b045251bcd",
+  "data": {
+    "id": "kube-system/kube-apiserver",
+    "state": "active-grace",
+    "graceEnd": "2026-01-01T00:01:00.123456789Z",
+    "createdAt": "2026-01-01T00:00:00Z",
+    "lastActivatedAt": "2026-01-01T00:00:10Z",
+    "lastDeactivatedAt": "2026-01-01T00:00:05Z",
+    "reason": "ParentDeleted",
+    "message": "the API server no longer lists the parent"
+  }
+}
+`;
+
+Deno.test("a record file written by an agent loads as written, and is written back the same", async () => {
   await withStateDir(async (stateDir) => {
+    await Deno.mkdir(join(stateDir, "status"), { recursive: true });
+    await Deno.writeTextFile(join(stateDir, "status", FILE), WRITTEN, { mode: 0o600 });
     const store = await StatusStore.open(stateDir);
-    await store.update(ID, put(statusRecord(ID)));
-    const before = await Deno.readTextFile(join(stateDir, "status", FILE));
-    assertEquals(await store.update(ID, (c) => ({ ...c!, removing: true })), "unchanged");
-    assertEquals(store.get(ID)!.removing, true);
-    assertEquals(await Deno.readTextFile(join(stateDir, "status", FILE)), before);
-    // fn sees it and carries it on; it holds as long as fn keeps returning it.
-    await store.update(ID, (c) => ({ ...c!, message: "being removed" }));
-    assertEquals(store.get(ID)!.removing, true);
-    assert(!(await Deno.readTextFile(join(stateDir, "status", FILE))).includes("removing"));
-    await store.update(ID, (c) => ({ ...c!, removing: undefined }));
-    assertEquals(store.get(ID)!.removing, undefined);
-    await store.update(ID, (c) => ({ ...c!, removing: true }));
-    await store.load();
-    assertEquals(store.get(ID)!.removing, undefined);
+    assertEquals(store.problems, []);
+    assertEquals(store.get(ID), {
+      ...JSON.parse(WRITTEN).data,
+      phase: "activated",
+    });
+    assertEquals(await store.update(ID, (current) => current!), "unchanged");
+    await store.update(ID, (current) => ({ ...current!, message: "changed" }));
+    await store.update(
+      ID,
+      (current) => ({ ...current!, message: JSON.parse(WRITTEN).data.message }),
+    );
+    assertEquals(await Deno.readTextFile(join(stateDir, "status", FILE)), WRITTEN);
   });
 });
 

@@ -5,16 +5,15 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import { Agent, trackedFromStore } from "../lib/agent.ts";
-import type { Config } from "../lib/config/types.ts";
-import { connectNode } from "../lib/node.ts";
-import { manyParents } from "../lib/sim/control_plane.ts";
-import { SimNode, type SimNodeOptions } from "../lib/sim/node.ts";
-import type { PeerFault } from "../lib/sim/peer.ts";
-import { writeKubeconfig } from "../lib/sim/pki.ts";
-import { AgentStores } from "../lib/store/agent_stores.ts";
-import type { NodeSources } from "../lib/agent.ts";
-import { LogCapture, ManualClock } from "./admin/harness.ts";
+import { Agent } from "../../lib/pass/agent.ts";
+import type { Config } from "../../lib/config/types.ts";
+import { connectNode, type NodeSources } from "../../lib/sources/node.ts";
+import { manyParents } from "../../lib/sim/control_plane.ts";
+import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
+import type { PeerFault } from "../../lib/sim/peer.ts";
+import { writeKubeconfig } from "../../lib/sim/pki.ts";
+import { AgentStores } from "../../lib/store/agent_stores.ts";
+import { LogCapture, ManualClock } from "../admin/harness.ts";
 
 interface Fixture {
   node: SimNode;
@@ -51,7 +50,7 @@ async function withAgent(
       log,
       pass: () => {
         clock.advance(1_000);
-        return agent.pass(stores, trackedFromStore(stores.status));
+        return agent.pass(stores);
       },
     });
   } finally {

@@ -8,7 +8,7 @@
  * not even before a first complete pass; a state dir that cannot be written does not either
  * (activation does not need it), but the body names what is not recorded.
  */
-import { type PassReport, RECORD_OPS } from "../agent.ts";
+import { type PassReport, RECORD_OPS } from "../pass/report.ts";
 import type { Config } from "../config/types.ts";
 import { formatInstant, type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Unrecorded } from "../store/agent_stores.ts";

@@ -1,4 +1,7 @@
-/** The store's directories: created root-only, and durably (the parent is fsynced after). */
+/**
+ * Where a record the stores cannot serve goes: the quarantine, and the root-only directories it
+ * and the stores are made of (created durably: the parent is fsynced after).
+ */
 import { basename, dirname, join } from "node:path";
 import { syncDir } from "../disk/atomic_write.ts";
 import { ensureDir, pathExists } from "../disk/dirs.ts";

@@ -2,14 +2,16 @@
  * The daemon around the agent: a pass every poll interval, one pass at a time (the loop and
  * `POST /v1/reconcile` share it), and what the admin endpoint reports about the loop.
  */
-import { CHECKPOINT_DIRS, type Readiness, readiness } from "./admin/probes.ts";
-import { Agent, type PassReport, trackedFromStore } from "./agent.ts";
-import type { Config } from "./config/types.ts";
-import type { Clock, Instant } from "./core/time.ts";
-import { readOnlyDirs } from "./disk/mounts.ts";
-import type { Logger } from "./log.ts";
+import { CHECKPOINT_DIRS, type Readiness, readiness } from "./probes.ts";
+import { Agent } from "../pass/agent.ts";
+import { trackedFromStore } from "../pass/observe.ts";
+import type { PassReport } from "../pass/report.ts";
+import type { Config } from "../config/types.ts";
+import type { Clock, Instant } from "../core/time.ts";
+import { readOnlyDirs } from "../disk/mounts.ts";
+import type { Logger } from "../util/log.ts";
 import { HeapTrimmer } from "./memory.ts";
-import type { AgentStores } from "./store/agent_stores.ts";
+import type { AgentStores } from "../store/agent_stores.ts";
 
 export type PassListener = (report: PassReport) => void;
 
@@ -62,7 +64,7 @@ export class Daemon {
   }
 
   async #pass(): Promise<PassReport> {
-    const report = await this.agent.pass(this.stores, trackedFromStore(this.stores.status));
+    const report = await this.agent.pass(this.stores);
     this.#readOnlyDirs = readOnlyDirs(CHECKPOINT_DIRS.map((d) => this.config[d.key]));
     const now = this.#clock.now();
     this.lastTick = now;
@@ -72,7 +74,7 @@ export class Daemon {
     return report;
   }
 
-  /** Whether the node is protected now, as of the last pass (see lib/admin/probes.ts). */
+  /** Whether the node is protected now, as of the last pass (see probes.ts). */
   readiness(): Readiness {
     return readiness({
       config: this.config,
@@ -88,7 +90,7 @@ export class Daemon {
 
   /** What the next pass would do, without writing anything. */
   dryRun(): Promise<PassReport> {
-    return this.agent.pass(undefined, trackedFromStore(this.stores.status));
+    return this.agent.plan(trackedFromStore(this.stores.status));
   }
 
   /** Passes every poll interval until `signal` aborts; the pass under way always finishes. */

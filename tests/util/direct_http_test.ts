@@ -1,14 +1,14 @@
 /**
- * Direct HTTP clients (lib/direct_http.ts) reach their unix socket whatever the proxy variables
+ * Direct HTTP clients (lib/util/direct_http.ts) reach their unix socket whatever the proxy variables
  * say: the variables are hidden while a client is built, and the origin is one no NO_PROXY
  * lists, also when several JS threads of one process build clients at once.
  */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
 import { join } from "node:path";
-import { UNIX_SOCKET_ORIGIN } from "../lib/direct_http.ts";
-import { withTempDir } from "./helpers/temp_dir.ts";
+import { UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
 
-const PROBE = new URL("./helpers/direct_http_probe.ts", import.meta.url).pathname;
+const PROBE = new URL("../helpers/direct_http_probe.ts", import.meta.url).pathname;
 
 async function missed(env: Record<string, string>, origin: string, threads: number, count: number) {
   return await withTempDir(async (dir) => {

@@ -7,10 +7,10 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import { DaemonFixture } from "./admin/harness.ts";
-import { formatInstant } from "../lib/core/time.ts";
-import { TMPFS_UNAVAILABLE, withTmpfs } from "./helpers/tmpfs.ts";
-import { held, onDisk } from "./store/records.ts";
+import { DaemonFixture } from "../admin/harness.ts";
+import { formatInstant } from "../../lib/core/time.ts";
+import { TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
+import { held, onDisk } from "../store/records.ts";
 
 const APISERVER = "kube-system/kube-apiserver-7x2kq";
 const CONTROLLER = "kube-system/kube-controller-manager-m4t9z";

@@ -10,15 +10,21 @@
  * must be picked up. An agent that kept an expired certificate would see the API server as
  * unavailable while it is up, and activate checkpoints beside their running parents.
  */
-import type { NodeSources } from "./agent.ts";
-import { type Config, KUBELET_CA_OFF } from "./config/types.ts";
-import { settledIdentity } from "./disk/verified_files.ts";
-import { type ApiServerClient, createApiServerClient } from "./sources/apiserver.ts";
-import { connectRuntime } from "./sources/cri.ts";
-import type { Logger } from "./log.ts";
-import { type Credentials, loadKubeconfig } from "./sources/kubeconfig.ts";
-import { createKubeletClient, type KubeletCa, type KubeletClient } from "./sources/kubelet.ts";
-import { failed } from "./sources/types.ts";
+import { type Config, KUBELET_CA_OFF } from "../config/types.ts";
+import { settledIdentity } from "../disk/verified_files.ts";
+import { type ApiServerClient, createApiServerClient } from "./apiserver.ts";
+import { connectRuntime, type RuntimeClient } from "./cri.ts";
+import type { Logger } from "../util/log.ts";
+import { type Credentials, loadKubeconfig } from "./kubeconfig.ts";
+import { createKubeletClient, type KubeletCa, type KubeletClient } from "./kubelet.ts";
+import { failed } from "./types.ts";
+
+/** The three peers a pass asks. */
+export interface NodeSources {
+  apiServer: ApiServerClient;
+  kubelet: KubeletClient;
+  runtime: RuntimeClient;
+}
 
 function unusableApiServer(reason: string): ApiServerClient {
   const fail = () => Promise.resolve(failed<never>("apiserver", "misconfigured", reason));

@@ -1,48 +1,13 @@
-/** The agent's pure pieces: what each checkpoint must look like on disk, and its status record. */
+/** A checkpoint's status record after a pass (lib/pass/persist.ts), by table. */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
-import { desiredActions, nextStatusRecord } from "../lib/agent.ts";
-import type { PassResult, StateChange } from "../lib/core/pass.ts";
-import type { CheckpointState } from "../lib/core/state.ts";
-import { parseInstant } from "../lib/core/time.ts";
+import { nextStatusRecord } from "../../lib/pass/persist.ts";
+import type { StateChange } from "../../lib/core/pass.ts";
+import type { CheckpointState } from "../../lib/core/state.ts";
+import { parseInstant } from "../../lib/core/time.ts";
 
 const T0 = parseInstant("2026-01-01T00:00:00Z")!;
 const T1 = parseInstant("2026-01-01T00:05:00Z")!;
 const DOWN = { apiAvailable: false, apiParent: false, localRunning: false, localParent: false };
-
-function result(
-  tracked: Record<string, CheckpointState>,
-  lists: Partial<Pick<PassResult, "starts" | "stops" | "removes">> = {},
-): PassResult {
-  return {
-    starts: [],
-    stops: [],
-    removes: [],
-    ...lists,
-    tracked: new Map(Object.entries(tracked)),
-    changes: [],
-    parents: new Map(),
-    transitioned: true,
-  };
-}
-
-Deno.test("desired actions follow the states, and a self stop cascade overrides them", () => {
-  const tracked: Record<string, CheckpointState> = {
-    "ns/self": { name: "inactive" },
-    "ns/a": { name: "active" },
-    "ns/n": { name: "none" },
-  };
-  assertEquals(
-    Object.fromEntries(desiredActions(result(tracked))),
-    { "ns/self": "stop", "ns/a": "start", "ns/n": "none" },
-  );
-  // The cascade reports ns/a stopped while its state stays active: it must be stopped on disk.
-  assertEquals(
-    Object.fromEntries(desiredActions(result(tracked, { stops: ["ns/a", "ns/self"] }))),
-    { "ns/self": "stop", "ns/a": "stop", "ns/n": "none" },
-  );
-  // Removed checkpoints are no longer tracked but must still be removed.
-  assertEquals(desiredActions(result({}, { removes: ["ns/gone"] })).get("ns/gone"), "remove");
-});
 
 function change(from: CheckpointState, to: CheckpointState): StateChange {
   return { id: "ns/a", from, to, conditions: DOWN };

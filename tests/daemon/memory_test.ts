@@ -1,6 +1,6 @@
-/** The daemon's heap trimming between passes (lib/memory.ts). */
+/** The daemon's heap trimming between passes (lib/daemon/memory.ts). */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { HeapTrimmer } from "../lib/memory.ts";
+import { HeapTrimmer } from "../../lib/daemon/memory.ts";
 
 Deno.test("without gc() (no --expose-gc) trimming does nothing", () => {
   assertEquals(typeof (globalThis as { gc?: unknown }).gc, "undefined");
@@ -26,7 +26,7 @@ Deno.test("with V8's gc(), a trim returns the garbage's pages", async () => {
   const script = `
     import { getHeapStatistics } from "node:v8";
     import { HeapTrimmer } from ${
-    JSON.stringify(new URL("../lib/memory.ts", import.meta.url).href)
+    JSON.stringify(new URL("../../lib/daemon/memory.ts", import.meta.url).href)
   };
     let garbage = Array.from({ length: 400 }, () => new Array(50_000).fill(0.5));
     const before = getHeapStatistics().total_heap_size;

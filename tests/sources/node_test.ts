@@ -5,9 +5,9 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { dirname, join } from "node:path";
-import { connectNode } from "../lib/node.ts";
-import { createSimCa } from "../lib/sim/pki.ts";
-import { withNode } from "./helpers/sim_node.ts";
+import { connectNode } from "../../lib/sources/node.ts";
+import { createSimCa } from "../../lib/sim/pki.ts";
+import { withNode } from "../helpers/sim_node.ts";
 
 /** Files written by a test are at once older than the racily-clean margin. */
 const later = () => Date.now() + 2_000;

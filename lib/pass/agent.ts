@@ -1,0 +1,147 @@
+/**
+ * One reconcile pass over the real node, phase by phase:
+ *
+ * - observe (observe.ts): ask the API server, the kubelet and the runtime, and read both manifest
+ *   dirs and the previous pass's states, building exactly the snapshot `ckpt-agent plan` reads;
+ * - plan: the pure planner (lib/core/pass.ts);
+ * - apply: write the checkpoints of the parents seen (checkpoints.ts), then stop, start and
+ *   remove (converge.ts), converging every tracked checkpoint to its action;
+ * - persist (persist.ts): one status record per tracked checkpoint, and the sandboxes of active
+ *   checkpoints.
+ *
+ * `plan()` is the first two phases alone and writes nothing; `pass()` is all four. Every byte
+ * the agent writes is written by a function these phases call directly.
+ */
+import type { Config } from "../config/types.ts";
+import { type PassResult, runPass } from "../core/pass.ts";
+import type { Clock, Instant } from "../core/time.ts";
+import { totalBytesWritten } from "../disk/atomic_write.ts";
+import type { NodeSources } from "../sources/node.ts";
+import type { AgentStores } from "../store/agent_stores.ts";
+import type { Logger } from "../util/log.ts";
+import { CheckpointWriter } from "./checkpoints.ts";
+import { converge } from "./converge.ts";
+import { ManifestDirChecks } from "./manifest_dirs.ts";
+import { ManifestNamer } from "./names.ts";
+import {
+  type Observation,
+  Observer,
+  trackedFromStore,
+  type TrackedStateReader,
+} from "./observe.ts";
+import { recordAll, trackSandboxes, trackStatus } from "./persist.ts";
+import { type AppliedAction, type PassReport, plannedReport } from "./report.ts";
+import { SourceFailureLog } from "./source_failures.ts";
+import { Writes } from "./writes.ts";
+
+export interface AgentOptions {
+  config: Config;
+  sources: NodeSources;
+  clock: Clock;
+  log: Logger;
+  /**
+   * Told of each action as soon as it is done (and durable), before the pass goes on; for
+   * measuring, e.g. how long a checkpoint takes to reach the kubelet (bench/pass_bench.ts).
+   */
+  onApplied?: (action: AppliedAction) => void;
+}
+
+/** A pass once planned: what it saw, what it decided, and its report so far. */
+interface Planned {
+  started: Instant;
+  bytesBefore: number;
+  obs: Observation;
+  result: PassResult;
+  report: PassReport;
+}
+
+export class Agent {
+  readonly #opts: AgentOptions;
+  readonly #observer: Observer;
+  readonly #failures: SourceFailureLog;
+  readonly #writes: Writes;
+  readonly #dirs: ManifestDirChecks;
+  readonly #names: ManifestNamer;
+  readonly #checkpoints: CheckpointWriter;
+
+  constructor(opts: AgentOptions) {
+    const { config, sources, clock, log } = opts;
+    this.#opts = opts;
+    this.#observer = new Observer(config, sources, clock);
+    this.#failures = new SourceFailureLog(log);
+    this.#writes = new Writes(log, opts.onApplied);
+    this.#dirs = new ManifestDirChecks(config, log);
+    this.#names = new ManifestNamer(log);
+    this.#checkpoints = new CheckpointWriter({
+      config,
+      apiServer: sources.apiServer,
+      log,
+      writes: this.#writes,
+      failures: this.#failures,
+    });
+  }
+
+  /** The file name of a checkpoint's manifests; undefined before a pass has placed it. */
+  manifestFileOf(id: string): string | undefined {
+    return this.#names.fileOf(id);
+  }
+
+  /** Asks every source at once; a failed source is flagged in the snapshot, never faked. */
+  observe(readTracked: TrackedStateReader): Promise<Observation> {
+    return this.#observer.observe(readTracked);
+  }
+
+  /** What a pass would do now, writing nothing (`--once --dry-run`): observe and plan. */
+  async plan(readTracked: TrackedStateReader): Promise<PassReport> {
+    return this.#finish(await this.#observeAndPlan(readTracked));
+  }
+
+  /** A full pass, from and into what the agent holds in `stores`. */
+  async pass(stores: AgentStores): Promise<PassReport> {
+    const planned = await this.#observeAndPlan(trackedFromStore(stores.status));
+    await this.#apply(planned);
+    await this.#persist(stores, planned);
+    return this.#finish(planned);
+  }
+
+  async #observeAndPlan(readTracked: TrackedStateReader): Promise<Planned> {
+    const { clock, log } = this.#opts;
+    const started = clock.now();
+    const bytesBefore = totalBytesWritten();
+    const obs = await this.observe(readTracked);
+    this.#failures.newPass(obs.failures, obs.input.observations.apiAvailable);
+    for (const p of obs.manifestProblems) log.warn("manifest is not a pod; left alone", p);
+    const result = runPass(obs.input);
+    const report = plannedReport(started, obs.failures, result);
+    for (const change of report.changes) log.info("state change", change);
+    return { started, bytesBefore, obs, result, report };
+  }
+
+  async #apply({ obs, result, report }: Planned) {
+    await this.#dirs.beforeWriting();
+    // Before any write: two checkpoints written at once must never target one file.
+    const names = this.#names.assign(result, obs.manifestFiles);
+    await this.#checkpoints.write(result, obs, names, report);
+    await converge(this.#opts.config, this.#writes, result, obs, names, report);
+  }
+
+  async #persist(stores: AgentStores, { obs, result, report }: Planned) {
+    const { config, sources, log } = this.#opts;
+    trackStatus(stores, result, obs.input.now);
+    if (obs.input.observations.runtimeAvailable) {
+      await trackSandboxes(stores, result, obs.running, {
+        nodeName: config.nodeName,
+        runtime: sources.runtime,
+        failures: this.#failures,
+      });
+    }
+    await recordAll(stores, report, this.#writes, log);
+  }
+
+  #finish({ started, bytesBefore, report }: Planned): PassReport {
+    if (report.errors.length > 0) report.complete = false;
+    report.bytesWritten = totalBytesWritten() - bytesBefore;
+    report.durationMs = Number(this.#opts.clock.now() - started) / 1e6;
+    return report;
+  }
+}

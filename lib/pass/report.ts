@@ -1,0 +1,63 @@
+/**
+ * What a pass reports: what it observed and planned, what it wrote, and what failed. The daemon,
+ * the admin endpoint, the commands and the demo read it; only the pass (lib/pass/agent.ts) makes
+ * one.
+ */
+import type { PassResult } from "../core/pass.ts";
+import { explainChange } from "../core/reasons.ts";
+import { type PlanDocument, planDocument } from "../core/snapshot.ts";
+import { formatInstant, type Instant } from "../core/time.ts";
+import type { SourceFailure } from "../sources/types.ts";
+
+export interface AppliedAction {
+  op: "checkpoint" | "files" | "start" | "stop" | "remove" | "sandbox-record" | "sandbox-forget";
+  id: string;
+  detail?: string;
+}
+
+export interface PassError {
+  op: string;
+  id?: string;
+  message: string;
+}
+
+export interface PassReport {
+  startedAt: string;
+  durationMs: number;
+  /** A complete pass: every source answered and every write succeeded. */
+  complete: boolean;
+  failures: SourceFailure[];
+  plan: PlanDocument;
+  changes: { id: string; from: string; to: string; reason: string; message: string }[];
+  applied: AppliedAction[];
+  errors: PassError[];
+  /** Everything the pass wrote: manifests, stored files, status and sandbox records. */
+  bytesWritten: number;
+}
+
+/** The pass-error ops of records the state dir could not take; the others are checkpoint writes. */
+export const RECORD_OPS = ["status", "sandbox-record", "sandbox-forget"] as const;
+
+/** The report of a pass as planned: nothing applied yet, complete if every source answered. */
+export function plannedReport(
+  started: Instant,
+  failures: SourceFailure[],
+  result: PassResult,
+): PassReport {
+  return {
+    startedAt: formatInstant(started),
+    durationMs: 0,
+    complete: failures.length === 0,
+    failures,
+    plan: planDocument(result),
+    changes: result.changes.map((change) => ({
+      id: change.id,
+      from: change.from.name,
+      to: change.to.name,
+      ...explainChange(change),
+    })),
+    applied: [],
+    errors: [],
+    bytesWritten: 0,
+  };
+}

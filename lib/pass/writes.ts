@@ -1,0 +1,62 @@
+/**
+ * How the writes of a pass run: each checkpoint's work is tried on its own, and a failure becomes
+ * an error of the pass report, never a throw, so one checkpoint that cannot be written stops no
+ * other.
+ */
+import { mapConcurrent } from "../util/map_concurrent.ts";
+import type { Logger } from "../util/log.ts";
+import type { AppliedAction, PassError, PassReport } from "./report.ts";
+
+/** What working on one checkpoint adds to the pass report. */
+export type Outcome = Pick<PassReport, "applied" | "errors">;
+
+/**
+ * Checkpoints worked on at once. Each one's files are its own, but every Deno file call waits
+ * for a thread-pool round trip: one after the other, a steady pass over 1,000 parents spent most
+ * of its time waiting (docs/benchmarks.md, "Node pass"). It also bounds the connections a
+ * refresh opens to the API server at once.
+ */
+const CHECKPOINTS_IN_FLIGHT = 8;
+
+export class Writes {
+  constructor(
+    private readonly log: Logger,
+    /** Told of each action as soon as it is done (AgentOptions.onApplied). */
+    private readonly onApplied?: (action: AppliedAction) => void,
+  ) {}
+
+  applied(report: Outcome, action: AppliedAction) {
+    report.applied.push(action);
+    this.onApplied?.(action);
+  }
+
+  async attempt(report: Outcome, op: string, id: string, work: () => Promise<void>) {
+    try {
+      await work();
+    } catch (e) {
+      const error: PassError = { op, id, message: (e as Error).message };
+      report.errors.push(error);
+      this.log.error("write failed", { ...error });
+    }
+  }
+
+  /**
+   * Runs `work` for every id, CHECKPOINTS_IN_FLIGHT at a time; what each adds to the report is
+   * added in the order of `ids`, so a report does not depend on which write finished first.
+   */
+  async forEachCheckpoint(
+    report: Outcome,
+    ids: readonly string[],
+    work: (id: string, outcome: Outcome) => Promise<void>,
+  ) {
+    const outcomes = await mapConcurrent(ids, CHECKPOINTS_IN_FLIGHT, async (id) => {
+      const outcome: Outcome = { applied: [], errors: [] };
+      await work(id, outcome);
+      return outcome;
+    });
+    for (const outcome of outcomes) {
+      report.applied.push(...outcome.applied);
+      report.errors.push(...outcome.errors);
+    }
+  }
+}
