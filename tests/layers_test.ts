@@ -8,7 +8,6 @@ import { dirname, join, relative } from "node:path";
 import {
   checkLayers,
   cycles,
-  type Exception,
   type ImportGraph,
   importGraph,
   type LayerOrder,
@@ -54,17 +53,6 @@ const LAYERS: LayerOrder = [
   [{ name: "main", paths: ["main.ts"] }],
 ];
 
-/**
- * Imports against the order that are known and on their way out: config/ and admin/listen.ts
- * still throw the command line's UsageError (lib/cli/) instead of errors of their own. Each
- * entry allows one file into one folder; the test fails once an entry allows nothing, so that
- * it is deleted.
- */
-const KNOWN_EXCEPTIONS: readonly Exception[] = [
-  { from: "lib/config/load.ts", to: "lib/cli/" },
-  { from: "lib/admin/listen.ts", to: "lib/cli/" },
-];
-
 async function repoGraph(): Promise<ImportGraph> {
   const files = ["main.ts"];
   for (const dir of ["lib", "bench", "scripts"]) files.push(...await tsFiles(REPO, dir));
@@ -77,7 +65,7 @@ Deno.test("layers: every module of lib/, bench/, scripts/ and main.ts is in a la
 
 Deno.test("layers: every import looks down the layers, and no module imports itself", async () => {
   const graph = await repoGraph();
-  assertEquals(checkLayers(graph, LAYERS, KNOWN_EXCEPTIONS), { violations: [], unused: [] });
+  assertEquals(checkLayers(graph, LAYERS), []);
   assertEquals(cycles(graph), []);
 });
 
@@ -122,23 +110,11 @@ Deno.test("layers: a planted backwards import, a sibling's import and a cycle ar
       "lib/core/b.ts": ["lib/core/a.ts", "lib/core/a.ts", "lib/core/a.ts", "lib/pass/p.ts"],
     });
     assertEquals(graph.get("lib/core/b.ts"), ["lib/core/a.ts", "lib/pass/p.ts"]);
-    assertEquals(checkLayers(graph, FIXTURE_LAYERS), {
-      violations: [
-        "lib/core/b.ts -> lib/pass/p.ts (core is below pass)",
-        "lib/store/s.ts -> lib/disk/d.ts (store and disk are siblings)",
-      ],
-      unused: [],
-    });
+    assertEquals(checkLayers(graph, FIXTURE_LAYERS), [
+      "lib/core/b.ts -> lib/pass/p.ts (core is below pass)",
+      "lib/store/s.ts -> lib/disk/d.ts (store and disk are siblings)",
+    ]);
     assertEquals(cycles(graph), [["lib/pass/p.ts", "lib/pass/q.ts", "lib/pass/r.ts"]]);
-    // An exception allows its one import; one that allows nothing is reported.
-    const exceptions = [
-      { from: "lib/store/s.ts", to: "lib/disk/" },
-      { from: "lib/disk/d.ts", to: "lib/store/" },
-    ];
-    assertEquals(checkLayers(graph, FIXTURE_LAYERS, exceptions), {
-      violations: ["lib/core/b.ts -> lib/pass/p.ts (core is below pass)"],
-      unused: [exceptions[1]],
-    });
     assertEquals(unplaced(graph, FIXTURE_LAYERS), []);
     assertEquals(unplaced(graph, FIXTURE_LAYERS.slice(0, 2)), [
       "lib/pass/p.ts",

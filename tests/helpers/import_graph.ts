@@ -89,12 +89,6 @@ export interface Layer {
  */
 export type LayerOrder = readonly (readonly Layer[])[];
 
-/** An import the order forbids that is allowed for now: from one file into one folder. */
-export interface Exception {
-  from: string;
-  to: string;
-}
-
 function place(order: LayerOrder, file: string): { name: string; rank: number } | undefined {
   for (const [rank, layers] of order.entries()) {
     for (const layer of layers) {
@@ -110,21 +104,9 @@ export function unplaced(graph: ImportGraph, order: LayerOrder): string[] {
   return [...graph.keys()].filter((file) => place(order, file) === undefined).sort();
 }
 
-export interface LayerReport {
-  /** `from -> to (why)` for every forbidden import no exception allows. */
-  violations: string[];
-  /** Exceptions no import needs any more. */
-  unused: Exception[];
-}
-
-/** Checks every import of the graph against the order. */
-export function checkLayers(
-  graph: ImportGraph,
-  order: LayerOrder,
-  exceptions: readonly Exception[] = [],
-): LayerReport {
+/** Checks every import of the graph against the order: `from -> to (why)` for each forbidden one. */
+export function checkLayers(graph: ImportGraph, order: LayerOrder): string[] {
   const violations: string[] = [];
-  const used = new Set<Exception>();
   for (const [from, imports] of graph) {
     const a = place(order, from);
     if (a === undefined) continue;
@@ -135,13 +117,10 @@ export function checkLayers(
       else if (b.name === a.name) continue;
       else if (b.rank > a.rank) why = `${a.name} is below ${b.name}`;
       else if (b.rank === a.rank) why = `${a.name} and ${b.name} are siblings`;
-      if (why === undefined) continue;
-      const exception = exceptions.find((e) => e.from === from && to.startsWith(e.to));
-      if (exception) used.add(exception);
-      else violations.push(`${from} -> ${to} (${why})`);
+      if (why !== undefined) violations.push(`${from} -> ${to} (${why})`);
     }
   }
-  return { violations: violations.sort(), unused: exceptions.filter((e) => !used.has(e)) };
+  return violations.sort();
 }
 
 /** Every set of modules that import each other, directly or not (Tarjan), each sorted. */
