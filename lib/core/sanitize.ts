@@ -130,8 +130,9 @@ function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefine
 
 /**
  * The checkpoint of a parent pod: same name, namespace and labels; one annotation pointing at
- * the parent; the parent as controlling owner; no service account, affinity, node selector or
- * status; secret, configMap and projected volumes rewritten as hostPath volumes.
+ * the parent; the parent as controlling owner; no service account, pull secrets, ephemeral
+ * containers, affinity, node selector, status or ports; secret, configMap and projected volumes
+ * rewritten as hostPath volumes.
  */
 export function sanitizeCheckpoint(parent: Pod, dirs: StoredFileDirs): SanitizedCheckpoint {
   const copy = structuredClone(parent) as Json;
@@ -141,6 +142,12 @@ export function sanitizeCheckpoint(parent: Pod, dirs: StoredFileDirs): Sanitized
   delete spec.serviceAccount;
   delete spec.affinity;
   delete spec.nodeSelector;
+  // The kubelet reads pull secrets from the API server, which is gone when a copy is needed,
+  // and from 1.34 refuses a static pod that names any secret; the parent's image is on the node.
+  delete spec.imagePullSecrets;
+  // The kubelet validates a static pod as a pod being created, and ephemeral containers (added
+  // by `kubectl debug`) cannot be set on create: a copy with them would never run.
+  delete spec.ephemeralContainers;
   const portWarnings = dropPortDeclarations(spec);
 
   const ctx: VolumeContext = { parent, dirs, warnings: [] };
@@ -172,21 +179,23 @@ export function sanitizeCheckpoint(parent: Pod, dirs: StoredFileDirs): Sanitized
   return {
     pod,
     volumes,
-    warnings: [...ctx.warnings, ...portWarnings, ...apiEnvReferences(pod)],
+    warnings: [...ctx.warnings, ...portWarnings, ...apiReferences(pod)],
   };
 }
 
 /**
- * Environment a container takes from secrets or configmaps (`valueFrom.secretKeyRef`,
- * `configMapKeyRef`, `envFrom`): the kubelet asks the API server for those when it starts the
- * container, so a checkpoint that keeps them cannot start while the API server is down, which is
- * when it is needed. Inlining the values would put secrets in a manifest the kubelet mirrors into
- * the API server as a pod anyone who can read pods may read; the references are kept, and said.
+ * What a checkpoint still takes from the API server, one line each: environment from secrets
+ * or configmaps (`valueFrom.secretKeyRef`, `configMapKeyRef`, `envFrom`), volumes backed by API
+ * objects (claims, CSI drivers, secrets a volume plugin logs in with) and resource claims. The
+ * kubelet asks the API server for those when it starts the pod, so such a checkpoint cannot
+ * start while the API server is down, which is when it is needed; and a kubelet from 1.34
+ * (PreventStaticPodAPIReferences) refuses such a static pod outright. Inlining secret values
+ * would put them in a manifest the kubelet mirrors into the API server as a pod anyone who can
+ * read pods may read; the references are kept, and said.
  */
-export function apiEnvReferences(pod: Pod): string[] {
+export function apiReferences(pod: Pod): string[] {
   const spec: Json = isObject(pod.spec) ? pod.spec : {};
   const references: string[] = [];
-  const unreadable = "which a static pod cannot read while the API server is down";
   for (const container of [...asArray(spec.initContainers), ...asArray(spec.containers)]) {
     const where = `container ${String(container.name)}`;
     for (const env of asArray(container.env)) {
@@ -196,7 +205,7 @@ export function apiEnvReferences(pod: Pod): string[] {
         if (!isObject(ref)) continue;
         references.push(
           `${where}: env ${String(env.name)} comes from ${kind} ${String(ref.name)} ` +
-            `(key ${String(ref.key)}), ${unreadable}`,
+            `(key ${String(ref.key)})`,
         );
       }
     }
@@ -204,9 +213,38 @@ export function apiEnvReferences(pod: Pod): string[] {
       for (const [field, kind] of [["secretRef", "secret"], ["configMapRef", "configmap"]]) {
         const ref = source[field];
         if (!isObject(ref)) continue;
-        references.push(`${where}: envFrom ${kind} ${String(ref.name)}, ${unreadable}`);
+        references.push(`${where}: envFrom ${kind} ${String(ref.name)}`);
       }
     }
   }
-  return references;
+  for (const volume of asArray(spec.volumes)) {
+    const what = apiVolume(volume);
+    if (what) references.push(`volume ${String(volume.name)}: ${what}`);
+  }
+  if (asArray(spec.resourceClaims).length > 0) references.push("resourceClaims");
+  return references.map((r) =>
+    `${r}, which a static pod cannot read while the API server is down (and a kubelet from ` +
+    "1.34 refuses it outright)"
+  );
+}
+
+/** Volume sources the kubelet resolves through the API server, by what they reference. */
+const API_VOLUMES: Record<string, string> = {
+  persistentVolumeClaim: "a persistent volume claim",
+  ephemeral: "a persistent volume claim (ephemeral volume)",
+  csi: "a CSI driver",
+  glusterfs: "glusterfs endpoints",
+  azureFile: "an azureFile secret",
+};
+
+/** What a volume (secret, configMap and projected ones already rewritten) takes from the API. */
+function apiVolume(volume: Json): string | undefined {
+  for (const [source, what] of Object.entries(API_VOLUMES)) {
+    if (isObject(volume[source])) return what;
+  }
+  // cephfs, rbd, iscsi, flexVolume, scaleIO, storageos: a secret to log in with.
+  for (const [source, config] of Object.entries(volume)) {
+    if (isObject(config) && isObject(config.secretRef)) return `a ${source} secret`;
+  }
+  return undefined;
 }

@@ -16,7 +16,7 @@ import {
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import { isCheckpoint, type Pod, podId } from "../core/pod.ts";
-import { apiEnvReferences } from "../core/sanitize.ts";
+import { apiReferences } from "../core/sanitize.ts";
 import { equalBytes, TEMP_MARKER } from "../disk/atomic_write.ts";
 import { type ManifestDir, type ManifestFile, readManifestDir } from "../disk/manifests.ts";
 import { type Check, type Finding, modeFinding } from "./check.ts";
@@ -72,7 +72,7 @@ export function manifestCheck(paths: CheckpointTrees): Check {
       for (const m of inactive.manifests) {
         const problem = isCheckpoint(m.pod) ? misnamed(m) : "not a checkpoint";
         if (problem) findings.push({ file: m.file, problem });
-        for (const reference of apiEnvReferences(m.pod)) {
+        for (const reference of apiReferences(m.pod)) {
           findings.push({
             file: m.file,
             problem: `cannot start without the API server: ${reference}`,

@@ -8,7 +8,7 @@ import {
   PodSchema,
 } from "../../lib/core/pod.ts";
 import { podFileDirs, storedFilesOwner } from "../../lib/core/checkpoint_layout.ts";
-import { apiEnvReferences, sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
+import { apiReferences, sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
 import { declaredHostPorts } from "../../lib/core/ports.ts";
 
 const DIRS = {
@@ -266,19 +266,20 @@ Deno.test("environment taken from secrets or configmaps is kept, and said: only 
       }],
     },
   };
-  const unreadable = "which a static pod cannot read while the API server is down";
+  const unreadable = "which a static pod cannot read while the API server is down (and a " +
+    "kubelet from 1.34 refuses it outright)";
   const expected = [
     `container init: envFrom configmap settings, ${unreadable}`,
     `container etcd: env PASSWORD comes from secret creds (key password), ${unreadable}`,
     `container etcd: env LEVEL comes from configmap settings (key level), ${unreadable}`,
     `container etcd: envFrom secret tokens, ${unreadable}`,
   ];
-  assertEquals(apiEnvReferences(parent), expected);
+  assertEquals(apiReferences(parent), expected);
   const { pod, warnings } = sanitizeCheckpoint(parent, DIRS);
   assertEquals(warnings, expected);
   // Kept as they are: inlining them would put secrets where the API server mirrors them.
   assertEquals(pod.spec, parent.spec);
-  assertEquals(apiEnvReferences(pod), expected);
+  assertEquals(apiReferences(pod), expected);
 });
 
 Deno.test("file owner: the one non-root user, and fsGroup; root by default", async () => {
@@ -312,4 +313,47 @@ Deno.test("file owner: the one non-root user, and fsGroup; root by default", asy
     ],
   ];
   for (const [label, pod, want] of table) assertEquals(storedFilesOwner(pod), want, label);
+});
+
+Deno.test("volumes backed by API objects and resource claims are said; other volumes are not", () => {
+  const pod: Pod = {
+    metadata: { name: "p", namespace: "n" },
+    spec: {
+      containers: [{ name: "c", image: "i" }],
+      volumes: [
+        { name: "host", hostPath: { path: "/etc/ssl" } },
+        { name: "scratch", emptyDir: {} },
+        { name: "data", persistentVolumeClaim: { claimName: "data" } },
+        { name: "fast", ephemeral: { volumeClaimTemplate: { spec: {} } } },
+        { name: "vault", csi: { driver: "secrets-store.csi.k8s.io" } },
+        { name: "ceph", cephfs: { monitors: ["m"], secretRef: { name: "ceph" } } },
+      ],
+      resourceClaims: [{ name: "gpu" }],
+    },
+  };
+  const tail = ", which a static pod cannot read while the API server is down (and a kubelet " +
+    "from 1.34 refuses it outright)";
+  assertEquals(apiReferences(pod), [
+    `volume data: a persistent volume claim${tail}`,
+    `volume fast: a persistent volume claim (ephemeral volume)${tail}`,
+    `volume vault: a CSI driver${tail}`,
+    `volume ceph: a cephfs secret${tail}`,
+    `resourceClaims${tail}`,
+  ]);
+});
+
+Deno.test("pull secrets and ephemeral containers are dropped: a kubelet would refuse the copy", () => {
+  const parent: Pod = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: "p", namespace: "n", uid: "u" },
+    spec: {
+      containers: [{ name: "c", image: "registry.example/c:1" }],
+      imagePullSecrets: [{ name: "registry" }],
+      ephemeralContainers: [{ name: "debugger", image: "busybox", targetContainerName: "c" }],
+    },
+  };
+  const { pod, warnings } = sanitizeCheckpoint(parent, DIRS);
+  assertEquals(pod.spec, { containers: [{ name: "c", image: "registry.example/c:1" }] });
+  assertEquals(warnings, []);
 });

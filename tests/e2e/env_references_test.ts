@@ -11,7 +11,8 @@ import { runCli } from "../helpers/cli.ts";
 
 const CONTROLLER = "kube-system/kube-controller-manager-m4t9z";
 const WARNING = "the checkpoint cannot be an exact copy of its parent";
-const UNREADABLE = "which a static pod cannot read while the API server is down";
+const UNREADABLE = "which a static pod cannot read while the API server is down (and a kubelet " +
+  "from 1.34 refuses it outright)";
 
 function clusterWithSecretEnv() {
   const cluster = controlPlane("cp-1");
