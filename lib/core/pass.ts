@@ -1,5 +1,5 @@
 /**
- * One planning pass (DESIGN §2.4 steps 1–4): merge what was observed into the tracked
+ * One planning pass (docs/design.md#planning): merge what was observed into the tracked
  * checkpoints, move each through the state machine, and report what to start, stop and remove.
  * Pure: the caller supplies the clock reading and the observations.
  */
@@ -16,7 +16,10 @@ import {
 } from "./state.ts";
 import type { Duration, Instant } from "./time.ts";
 
-/** What one pass saw of the node. Failed observations are flagged, not faked (DESIGN §2.2). */
+/**
+ * What one pass saw of the node. Failed observations are flagged, not faked
+ * (docs/design.md#source-failures).
+ */
 export interface Observations {
   apiAvailable: boolean;
   runtimeAvailable: boolean;
@@ -106,7 +109,8 @@ export function runPass(input: PassInput): PassResult {
     parents,
     transitioned: obs.runtimeAvailable,
   };
-  // The runtime could not say what runs: every checkpoint holds its state (DESIGN §2.2).
+  // The runtime could not say what runs: every checkpoint holds its state
+  // (docs/design.md#runtime-unknown).
   if (!obs.runtimeAvailable) return result;
 
   const conditionsOf = (id: string): Conditions => ({

@@ -1,6 +1,7 @@
 /**
- * The slice of the Kubernetes v1 Pod the agent reads, and the filters of DESIGN §2.1. Pods stay
- * loose objects: a checkpoint is a copy of the whole parent, so unknown fields must survive.
+ * The slice of the Kubernetes v1 Pod the agent reads, and the filters of docs/design.md#identity.
+ * Pods stay loose objects: a checkpoint is a copy of the whole parent, so unknown fields must
+ * survive.
  */
 import { z } from "zod";
 

@@ -1,5 +1,6 @@
 /**
- * The agent's own pod, when it is deployed as a pod (DESIGN §2.1). Under systemd there is none.
+ * The agent's own pod, when it is deployed as a pod (docs/design.md#identity). Under systemd there
+ * is none.
  */
 import { z } from "zod";
 

@@ -1,5 +1,5 @@
 /**
- * The checkpoint state machine of DESIGN §2.3. Pure: time comes in as an argument.
+ * The checkpoint state machine of docs/design.md#state-machine. Pure: time comes in as an argument.
  */
 import type { Duration, Instant } from "./time.ts";
 
@@ -22,7 +22,10 @@ export type CheckpointState =
 
 export type Action = "none" | "start" | "stop" | "remove";
 
-/** What the agent observed about one checkpoint this pass (A, P, R and L of DESIGN §2.3). */
+/**
+ * What the agent observed about one checkpoint this pass (A, P, R and L of
+ * docs/design.md#state-machine).
+ */
 export interface Conditions {
   apiAvailable: boolean;
   apiParent: boolean;

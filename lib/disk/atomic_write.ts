@@ -1,9 +1,9 @@
 /**
- * The one write path for every file the agent writes (DESIGN §3): a temp file in the same
- * directory, created exclusively with a leading dot (the kubelet ignores dot-files in its
- * static-pod directory), written with its final mode, fsynced, chowned when asked, renamed over
- * the target, then the directory fsynced. A crash at any instant leaves either the old file or
- * the new one, never a torn or empty one. atomicLink puts an existing file under a second name
+ * The one write path for every file the agent writes (docs/design.md#atomic-writes): a temp file
+ * in the same directory, created exclusively with a leading dot (the kubelet ignores dot-files in
+ * its static-pod directory), written with its final mode, fsynced, chowned when asked, renamed
+ * over the target, then the directory fsynced. A crash at any instant leaves either the old file
+ * or the new one, never a torn or empty one. atomicLink puts an existing file under a second name
  * the same way, without writing its content again.
  */
 import { basename, dirname, join } from "node:path";

@@ -1,7 +1,7 @@
 /**
- * One agent per node (DESIGN §6): an exclusive flock(2) on the lock file. The kernel drops the
- * lock when the holder's process ends however it ends, so a file left by a crash never blocks a
- * restart; the pid written into the file is only there to say who holds it.
+ * One agent per node (docs/design.md#lock): an exclusive flock(2) on the lock file. The kernel
+ * drops the lock when the holder's process ends however it ends, so a file left by a crash never
+ * blocks a restart; the pid written into the file is only there to say who holds it.
  *
  * Activation comes before the guarantee: a pid that cannot be written (a full or failing disk)
  * is only said, and a lock file that cannot even be created (a read-only /run/lock) leaves the

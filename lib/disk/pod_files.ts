@@ -1,6 +1,6 @@
 /**
- * The files behind a checkpoint's rewritten volumes (DESIGN §2.5): secret and configmap keys and
- * rendered downward-API items, written into the hostPath directories the sanitizer chose.
+ * The files behind a checkpoint's rewritten volumes (docs/design.md#volumes): secret and configmap
+ * keys and rendered downward-API items, written into the hostPath directories the sanitizer chose.
  * What a volume must hold is decided from what was fetched; a volume whose objects could not be
  * fetched keeps the files it has, because nothing is ever deleted on the strength of a failure.
  */

@@ -1,7 +1,7 @@
 /**
  * The API server, as the agent asks it: this node's pods, and the secrets and configmaps a
  * checkpoint needs. Any failure is a failure — in particular a 503 from an API server whose etcd
- * is gone is "API unavailable", never "no pods" (DESIGN §2.2).
+ * is gone is "API unavailable", never "no pods" (docs/design.md#source-failures).
  */
 import { z } from "zod";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";

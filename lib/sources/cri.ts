@@ -1,8 +1,9 @@
 /**
  * The container runtime as the agent sees it: which pods run on this node, and the network
  * details of a pod sandbox. Speaks CRI over the runtime's unix socket, runtime.v1 first and
- * runtime.v1alpha2 only when the runtime does not implement v1 (DESIGN §2.2). Every failure comes
- * back as a SourceFailure with source "runtime"; nothing is thrown and nothing is printed.
+ * runtime.v1alpha2 only when the runtime does not implement v1 (docs/design.md#running). Every
+ * failure comes back as a SourceFailure with source "runtime"; nothing is thrown and nothing is
+ * printed.
  */
 import { isIP } from "node:net";
 import { z } from "zod";

@@ -1,6 +1,7 @@
 /**
  * What the observation sources return. A source never throws past its module: it returns a
- * value or a typed failure, and the agent decides what the failure means (DESIGN §2.2).
+ * value or a typed failure, and the agent decides what the failure means
+ * (docs/design.md#source-failures).
  */
 
 export type SourceName = "apiserver" | "kubelet" | "runtime";

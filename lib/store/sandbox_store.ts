@@ -1,6 +1,6 @@
 /**
  * The sandbox checkpoint store: one record per pod sandbox id under `<state dir>/sandboxes/`
- * (DESIGN §3). Sandbox ids are validated before any path is built from them.
+ * (docs/design.md#stores). Sandbox ids are validated before any path is built from them.
  */
 import type { WriteOutcome } from "../disk/atomic_write.ts";
 import { RecordStore, type StoreOptions, type StoreProblem } from "./record_store.ts";

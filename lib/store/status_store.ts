@@ -1,6 +1,6 @@
 /**
  * The status store: one record per checkpoint id under `<state dir>/status/`, so that a
- * restarted agent keeps its states and grace deadlines (DESIGN §3).
+ * restarted agent keeps its states and grace deadlines (docs/design.md#stores).
  */
 import { join } from "node:path";
 import type { WriteOutcome } from "../disk/atomic_write.ts";

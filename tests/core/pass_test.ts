@@ -1,4 +1,7 @@
-/** One planning pass: merging, reporting, self cascades and identity rules (DESIGN §2.1, §2.4). */
+/**
+ * One planning pass: merging, reporting, self cascades (docs/design.md#planning) and identity rules
+ * (docs/design.md#identity).
+ */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
 import { type Observations, type PassInput, runPass } from "../../lib/core/pass.ts";
 import type { CheckpointState } from "../../lib/core/state.ts";

@@ -1,6 +1,6 @@
 /**
- * The state machine against the table of DESIGN §2.3, cell by cell: every state, all 16
- * combinations of A, P, R and L, with deadlines before, at and after `now`.
+ * The state machine against the table of docs/design.md#transitions, cell by cell: every state,
+ * all 16 combinations of A, P, R and L, with deadlines before, at and after `now`.
  */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
 import {
@@ -65,7 +65,7 @@ function columnOf(c: Conditions): Column {
   return c.localRunning ? "A P R" : "A P !R";
 }
 
-/** DESIGN §2.3 "Expiry". */
+/** The expiry rules (docs/design.md#expiry). */
 function expired(name: "inactive-grace" | "active-grace", column: Column): CheckpointState {
   if (name === "inactive-grace") return { name: "remove" };
   // An expired active grace period behaves as an inactive grace period ending now.
@@ -138,7 +138,7 @@ function describe(c: Conditions): string {
   return `A=${+c.apiAvailable} P=${+c.apiParent} R=${+c.localRunning} L=${+c.localParent}`;
 }
 
-Deno.test("every state × 16 conditions × deadline before/at/after follows DESIGN §2.3", () => {
+Deno.test("every state × 16 conditions × deadline before/at/after follows the table", () => {
   let cells = 0;
   for (const [label, state] of startStates()) {
     for (const c of allConditions()) {
