@@ -1,6 +1,6 @@
 /**
- * A pod sandbox checkpoint (after seeds/hyper_checkpoint.go.txt): the network facts of a sandbox
- * that ran an activated checkpoint, as the container runtime reported them.
+ * A pod sandbox checkpoint: the network facts of a sandbox that ran an activated checkpoint, as the
+ * container runtime reported them.
  */
 import { z } from "zod";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
@@ -8,7 +8,10 @@ import { SANDBOX_DIR, sandboxFileName, sandboxIdOfFileName, sandboxIdProblem } f
 import type { RecordType } from "./record_files.ts";
 import type { StoreCodec } from "./record_store.ts";
 
-/** The seed's schemaVersion: the shape of the checkpoint itself, inside the record envelope. */
+/**
+ * The version of the checkpoint's own shape (its `version` field), apart from the version of the
+ * record envelope it is stored in.
+ */
 export const SANDBOX_CHECKPOINT_VERSION = "v1";
 
 const Port = z.int().min(1).max(65535);
@@ -40,7 +43,7 @@ export type PortMapping = z.infer<typeof PortMappingSchema>;
 export type ContainerInterface = z.infer<typeof InterfaceSchema>;
 export type SandboxCheckpoint = z.infer<typeof SandboxCheckpointSchema>;
 
-/** A checkpoint with no ports and no interfaces yet, like the seed's NewPodSandboxCheckpoint. */
+/** A checkpoint with no ports and no interfaces yet. */
 export function newSandboxCheckpoint(
   namespace: string,
   name: string,

@@ -1,8 +1,8 @@
 /**
- * One checkpoint's status record (after seeds/status.go.txt): its state and grace deadline, when
- * it was created, last activated and last deactivated, and the reason and message of its last
- * transition. Timestamps are RFC 3339 strings. The lifecycle phase is derived from the timestamps
- * on every read and never stored.
+ * One checkpoint's status record: its state and grace deadline, when it was created, last
+ * activated and last deactivated, and the reason and message of its last transition. Timestamps
+ * are RFC 3339 strings. The lifecycle phase is derived from the timestamps on every read and never
+ * stored.
  */
 import { z } from "zod";
 import {
@@ -56,8 +56,9 @@ export interface StatusView extends StatusRecord {
 }
 
 /**
- * Like the seed's State(): deactivated when the last deactivation is later than the last
- * activation (or there was no activation), activated when it was ever activated, else created.
+ * Deactivated when the last deactivation is later than the last activation (or there was no
+ * activation), activated when it was ever activated, else created. Timestamps are compared as
+ * instants, not as text; a tie is activated.
  */
 export function phaseOf(record: StatusRecord): Phase {
   const activated = record.lastActivatedAt === undefined

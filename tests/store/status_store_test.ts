@@ -82,7 +82,7 @@ Deno.test("fn sees the current record with its phase, undefined when there is no
   });
 });
 
-Deno.test("phase is derived from the timestamps like the seed's State()", () => {
+Deno.test("phase: deactivated only after the last activation, timestamps compared as instants", () => {
   const at = (lastActivatedAt?: string, lastDeactivatedAt?: string) =>
     phaseOf(statusRecord(ID, { lastActivatedAt, lastDeactivatedAt }));
   assertEquals(at(), "created");
