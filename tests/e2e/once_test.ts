@@ -1,7 +1,9 @@
 /**
  * End to end through `ckpt-agent --once`, as a runbook runs it: the real binary's code in a
  * subprocess, against a simulated node (real mTLS API server and kubelet, real gRPC runtime,
- * real directories). Scenarios (a)–(i) of issue 4.
+ * real directories). Each scenario, (a) to (j), is one runbook situation: a first pass, an outage,
+ * the parent back, the parent deleted, a restart mid-grace, a failed runtime or kubelet, foreign
+ * files, projected volumes, sandbox records.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
