@@ -214,6 +214,15 @@ export function configAsYamlSettings(config: Config): Record<string, unknown> {
   }));
 }
 
+/**
+ * The configuration the built-in defaults give on node `nodeName`, with no file, flags or
+ * environment: where a program builds a configuration itself (the simulated node), a new
+ * setting then needs nothing but its descriptor.
+ */
+export function defaultConfig(nodeName: string): Config {
+  return toConfig({ ...checkDefaults(), nodeName } as Settings, undefined);
+}
+
 export interface LoadOptions {
   /** The environment for NODE_NAME, POD_NAME, POD_NAMESPACE; default: the process's. */
   env?: Env;

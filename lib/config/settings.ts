@@ -6,9 +6,10 @@
  *
  * To add a setting: add its entry below, where `ckpt-agent config` should print it, with a kind
  * from lib/config/kinds.ts (or a new one there) and a Config field that does not exist yet; then
- * use the field where the agent needs it. The type checker names every place that builds a whole
- * Config by hand (the simulated node, tests). Two files are kept to the table by tests and must
- * follow: README.md's configuration table (tests/config/settings_test.ts shows the row it wants)
+ * use the field where the agent needs it. Whoever builds a configuration in code starts from
+ * defaultConfig (lib/config/load.ts), so a setting with a default needs nothing more; the type
+ * checker names a test that spells a whole Config out. Two files are kept to the table by tests
+ * and must follow: README.md's configuration table (tests/config/settings_test.ts shows the row it wants)
  * and systemd/config.yaml (`deno run -A scripts/config_file.ts` writes it).
  */
 import {

@@ -11,7 +11,7 @@
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import type { Config } from "../config/types.ts";
-import { configAsYamlSettings } from "../config/load.ts";
+import { configAsYamlSettings, defaultConfig } from "../config/load.ts";
 import { asArray, type Json } from "../core/json.ts";
 import { type Pod, podId } from "../core/pod.ts";
 import { type SimApiServer, startSimApiServer } from "./apiserver.ts";
@@ -187,14 +187,11 @@ export class SimNode {
   config(overrides: Partial<Config> = {}): Config {
     const at = (path: string) => join(this.root, path);
     return {
+      ...defaultConfig(this.nodeName),
       kubeconfig: this.kubeconfig,
       lockFile: at("run/lock/ckpt-agent.lock"),
       containerRuntimeEndpoint: `unix://${this.#socketPath}`,
       runtimeRequestTimeoutMs: 5_000,
-      apiTimeoutMs: 10_000,
-      kubeletTimeoutMs: 5_000,
-      checkpointGracePeriodMs: 60_000,
-      nodeName: this.nodeName,
       kubeletUrl: this.kubelet.url,
       ...(this.kubelet.readonlyUrl ? { kubeletReadonlyUrl: this.kubelet.readonlyUrl } : {}),
       kubeletCaFile: this.kubeletCaFile,
@@ -204,10 +201,7 @@ export class SimNode {
       configmapsDir: at("etc/kubernetes/checkpoint-configmaps"),
       stateDir: at("var/lib/ckpt-agent"),
       pollIntervalMs: 1_000,
-      refreshIntervalMs: 60_000,
-      namespaces: [],
       adminListen: "off",
-      adminAllowRemote: false,
       adminTokenFile: at("etc/ckpt-agent/admin-token"),
       ...overrides,
     };

@@ -4,7 +4,7 @@
  * where they are used.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { DEFAULTS } from "../../lib/config/load.ts";
+import { defaultConfig, DEFAULTS, loadConfig } from "../../lib/config/load.ts";
 import { defaultText, SETTING_KEYS, type SettingKey, SETTINGS } from "../../lib/config/settings.ts";
 
 const README = new URL("../../README.md", import.meta.url);
@@ -55,4 +55,13 @@ Deno.test("flags and Config fields are each one setting's", () => {
   assertEquals(new Set(flags).size, flags.length);
   assertEquals(new Set(fields).size, fields.length);
   assert(!flags.includes("config"), "--config names the file, it is no setting");
+});
+
+Deno.test("defaultConfig is what loading no file, no flag and no environment gives", async () => {
+  const loaded = await loadConfig([], {
+    env: {},
+    hostname: () => "cp-1",
+    defaultConfigFile: "/nonexistent/ckpt-agent.yaml",
+  });
+  assertEquals(defaultConfig("cp-1"), loaded.config);
 });
