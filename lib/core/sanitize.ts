@@ -1,5 +1,5 @@
 /**
- * Turning a parent pod into a checkpoint (DESIGN §2.5), as a pure function: the sanitized
+ * Turning a parent pod into a checkpoint (docs/design.md#making-a-checkpoint), as a pure function: the sanitized
  * manifest, plus a description of the files its rewritten volumes need. Fetching secrets and
  * writing files happen elsewhere; this module only decides what they must be.
  */
@@ -87,7 +87,7 @@ function projectedSources(ctx: VolumeContext, volume: string, projected: Json): 
     } else if (isObject(src.downwardAPI)) {
       sources.push(...downwardFiles(ctx, volume, src.downwardAPI.items));
     } else if (!isObject(src.serviceAccountToken)) {
-      // Service-account tokens are dropped on purpose (DESIGN §2.5); anything else is news.
+      // Service-account tokens are dropped on purpose (docs/design.md#projected-volumes); anything else is news.
       const kinds = Object.keys(src).join(", ") || "empty source";
       ctx.warnings.push(`volume ${volume}: projected source ${kinds} cannot be checkpointed`);
     }

@@ -1,4 +1,4 @@
-/** The sanitizer (DESIGN §2.5) on a realistic kube-apiserver pod, and file ownership rules. */
+/** The sanitizer (docs/design.md#making-a-checkpoint) on a realistic kube-apiserver pod, and file ownership rules. */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
 import {
   CHECKPOINT_OF_ANNOTATION,
