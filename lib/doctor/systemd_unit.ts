@@ -130,7 +130,10 @@ const MANAGED_DIRS: Record<string, string> = {
   LogsDirectory: "/var/log",
 };
 
-/** Every rule of a `[Service]` section about what may be written (systemd.exec(5)). */
+/**
+ * Every rule of a `[Service]` section about what may be written (systemd.exec(5)). Not among
+ * them: PrivateTmp=, whose /tmp is the unit's own, where nothing the kubelet reads can be.
+ */
 export function pathRules(service: UnitEntries): PathRule[] {
   const rules: PathRule[] = [];
   const protect = service.get("ProtectSystem")?.at(-1) ?? "no";
@@ -147,11 +150,6 @@ export function pathRules(service: UnitEntries): PathRule[] {
   for (const [key, base] of Object.entries(MANAGED_DIRS)) {
     for (const name of service.get(key) ?? []) {
       rules.push({ path: join(base, name.split(":")[0]), writable: true, entry: `${key}=${name}` });
-    }
-  }
-  if (["yes", "true"].includes(service.get("PrivateTmp")?.at(-1) ?? "")) {
-    for (const path of ["/tmp", "/var/tmp"]) {
-      rules.push({ path, writable: true, entry: "PrivateTmp=yes" });
     }
   }
   return rules;
