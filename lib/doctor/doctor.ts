@@ -1,6 +1,6 @@
 /**
  * `ckpt-agent doctor`: whether this node is set up so that the agent can bring its control plane
- * back. Read-only: it asks the sources as a pass does and writes nothing.
+ * back. Read-only: it asks the sources as a pass does and writes nothing (docs/design.md#doctor).
  */
 import type { Config } from "../config/types.ts";
 import { loadKubeconfig } from "../sources/kubeconfig.ts";
