@@ -5,6 +5,7 @@
 import type { Config } from "../config/types.ts";
 import { loadKubeconfig } from "../sources/kubeconfig.ts";
 import { connectNode } from "../sources/node.ts";
+import { type Fields, type Logger, silentLogger } from "../util/log.ts";
 import { certificateFindings } from "./certificates.ts";
 import { directoryFindings } from "./dirs.ts";
 import { type DoctorReport, doctorReport } from "./finding.ts";
@@ -27,13 +28,16 @@ export async function runDoctor(
 ): Promise<DoctorReport> {
   const now = options.now ?? Date.now;
   const kubeconfig = loadKubeconfig(config.kubeconfig);
-  const sources = await connectNode(config);
+  // What the clients would tell the agent's log: a kubelet asked unverified.
+  const told: Fields[] = [];
+  const log: Logger = { ...silentLogger, warn: (_msg, fields = {}) => told.push(fields) };
+  const sources = await connectNode(config, { log });
   try {
     const findings = await Promise.all([
       staticPodDirFindings(config, options.procRoot ?? "/proc"),
       directoryFindings(config),
       unitFindings(config, options.unitSearchPath ?? SYSTEM_UNIT_PATH),
-      sourceFindings(config, sources, kubeconfig, now),
+      sourceFindings(config, sources, kubeconfig, now, told),
       certificateFindings(config, kubeconfig, now()),
     ]);
     return doctorReport(findings.flat());

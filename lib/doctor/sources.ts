@@ -18,6 +18,7 @@ import {
 } from "../core/pod.ts";
 import { askServerTime, type ServerTime } from "../sources/apiserver.ts";
 import type { KubeconfigResult } from "../sources/kubeconfig.ts";
+import { SELF_SIGNED_KUBELET_CA } from "../sources/kubelet.ts";
 import type { NodeSources } from "../sources/node.ts";
 import {
   failed,
@@ -25,6 +26,7 @@ import {
   type SourceFailure,
   type SourceResult,
 } from "../sources/types.ts";
+import type { Fields } from "../util/log.ts";
 import { error, type Finding, ok, warning } from "./finding.ts";
 
 function describeFailure(failure: SourceFailure): string {
@@ -71,13 +73,19 @@ function kubeletFinding(
   config: Config,
   result: SourceResult<Pod[]>,
   apiServerDown: boolean,
+  unverified: string | undefined,
 ): Finding {
   const subject = "kubelet";
   if (result.ok) {
-    return ok(
+    const found = `the kubelet at ${config.kubeletUrl} answers: ${result.value.length} pods`;
+    if (unverified === undefined) return ok("source", subject, found);
+    return warning(
       "source",
       subject,
-      `the kubelet at ${config.kubeletUrl} answers: ${result.value.length} pods`,
+      `${found}, asked unverified: ${unverified}`,
+      `set kubeletCaFile (--kubelet-ca-file) to the CA of the kubelet's serving certificate (for ` +
+        `a kubelet's own self-signed certificate: ${SELF_SIGNED_KUBELET_CA}), or to off to ask it ` +
+        "unverified knowingly",
     );
   }
   const failure = result.failure;
@@ -257,11 +265,16 @@ export function clockFinding(result: SourceResult<ServerTime>): Finding {
   );
 }
 
+/**
+ * `told`: the fields of what the clients logged while they were asked (a kubelet whose serving
+ * certificate did not verify, asked unverified); filled as they are asked.
+ */
 export async function sourceFindings(
   config: Config,
   sources: NodeSources,
   kubeconfig: KubeconfigResult,
   now: () => number,
+  told: readonly Fields[],
 ): Promise<Finding[]> {
   const [api, kubelet, running, time] = await Promise.all([
     sources.apiServer.listNodePods(config.nodeName),
@@ -271,9 +284,11 @@ export async function sourceFindings(
       ? askServerTime(kubeconfig.credentials, config.apiTimeoutMs, now)
       : Promise.resolve(failed<ServerTime>("apiserver", "misconfigured", kubeconfig.error)),
   ]);
+  const said = told.find((fields) => fields.kubelet === config.kubeletUrl);
+  const unverified = said === undefined ? undefined : String(said.error);
   return [
     apiServerFinding(config, api),
-    kubeletFinding(config, kubelet, !api.ok),
+    kubeletFinding(config, kubelet, !api.ok, unverified),
     runtimeFinding(config, running),
     ...parentFindings(config, api, kubelet),
     clockFinding(time),

@@ -242,6 +242,18 @@ Deno.test("a runtime that does not answer is an error: no checkpoint would be ac
   });
 });
 
+Deno.test("a kubelet asked unverified, as without kubeletCaFile its own certificate is: a warning with the CA to set", async () => {
+  await withNode({ cluster: hostNetworkOnly("cp-1") }, async (s) => {
+    const { kubeletCaFile: _, ...config } = s.config;
+    const r = await runDoctor(config, { unitSearchPath: [] });
+    const kubelet = r.findings.find((f) => f.subject === "kubelet")!;
+    assertEquals(kubelet.level, "warning");
+    assert(kubelet.found.includes("answers: 5 pods, asked unverified: "), kubelet.found);
+    assert(kubelet.found.includes("could not be verified against the kubeconfig's cluster CA"));
+    assert(kubelet.fix?.startsWith("set kubeletCaFile (--kubelet-ca-file)"), kubelet.fix);
+  });
+});
+
 Deno.test("a configuration that cannot be loaded: exit 2 and one line, as for every command", async () => {
   const result = await runCli(["doctor", "--poll-interval", "5", "--config", "/nonexistent"]);
   assertEquals(result.code, 2);
