@@ -10,7 +10,7 @@ import type { Config } from "../config/types.ts";
 import { DIR_MODE } from "../core/checkpoint_layout.ts";
 import { mountOf, type MountPoint, readMountInfo, resolvedPath } from "../disk/mounts.ts";
 import { STORE_DIR_MODE } from "../store/layout.ts";
-import { error, type Finding, ok, unreadableBecause, warning } from "./finding.ts";
+import { type CheckName, error, type Finding, ok, unreadableBecause, warning } from "./finding.ts";
 
 /**
  * - kubelet: the kubelet's directory; the agent only needs it root's and written by no one else.
@@ -48,8 +48,23 @@ export function configuredDirs(config: Config): ConfiguredDir[] {
 }
 
 /** Whether a problem with the directory keeps checkpoints from being activated. */
-export function activationNeeds(dir: ConfiguredDir): boolean {
+function activationNeeds(dir: ConfiguredDir): boolean {
   return dir.role === "kubelet" || dir.role === "checkpoints";
+}
+
+/**
+ * A problem with the directory: an error where it keeps checkpoints from being activated, a
+ * warning where the agent goes on without it.
+ */
+export function dirProblem(
+  dir: ConfiguredDir,
+  check: CheckName,
+  found: string,
+  fix: string,
+): Finding {
+  return activationNeeds(dir)
+    ? error(check, dir.path, found, fix)
+    : warning(check, dir.path, `${found}${CONSEQUENCE[dir.role]}`, fix);
 }
 
 export function describeDir(dir: ConfiguredDir): string {
@@ -71,6 +86,15 @@ async function existingAt(path: string): Promise<{ at: string; dev: number }> {
     }
   }
 }
+
+/** What another user who can write the directory could do. */
+const WHO_ELSE_COULD: Partial<Record<ConfiguredDir["setting"], string>> = {
+  staticPodDir: "another user could make the kubelet run any pod, as root",
+  inactiveDir: "another user could put a pod there that the agent hands the kubelet, as root",
+  secretsDir: "another user could change the files checkpoints mount",
+  configmapsDir: "another user could change the files checkpoints mount",
+  stateDir: "another user could rewrite the agent's records",
+};
 
 const CONSEQUENCE: Record<Role, string> = {
   kubelet: "",
@@ -99,9 +123,7 @@ function ownerFindings(dir: ConfiguredDir, info: Deno.FileInfo): Finding[] {
     octal(mode);
   const wanted = dir.mode !== undefined ? `chmod ${octal(dir.mode)} ${dir.path}` : "";
   if (info.uid !== 0 || (mode & 0o022) !== 0) {
-    const why = dir.role === "state"
-      ? "another user could rewrite the agent's records"
-      : "another user could put a pod there that the kubelet runs as a static pod, as root";
+    const why = WHO_ELSE_COULD[dir.setting] ?? "";
     return [error(
       "directory",
       dir.path,
@@ -126,21 +148,20 @@ async function dirFindings(dir: ConfiguredDir): Promise<Finding[]> {
     info = await Deno.stat(dir.path);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return [missingFinding(dir)];
-    return [error(
+    return [dirProblem(
+      dir,
       "directory",
-      dir.path,
       `${describeDir(dir)} (${dir.setting}) cannot be examined: ${(e as Error).message}`,
       `make ${dir.path} a directory root can read`,
     )];
   }
   if (!info.isDirectory) {
-    const found = `${describeDir(dir)} (${dir.setting}) is not a directory`;
-    const fix = `move what is at ${dir.path} away, or correct ${dir.setting}`;
-    return [
-      activationNeeds(dir)
-        ? error("directory", dir.path, found, fix)
-        : warning("directory", dir.path, `${found}${CONSEQUENCE[dir.role]}`, fix),
-    ];
+    return [dirProblem(
+      dir,
+      "directory",
+      `${describeDir(dir)} (${dir.setting}) is not a directory`,
+      `move what is at ${dir.path} away, or correct ${dir.setting}`,
+    )];
   }
   return ownerFindings(dir, info);
 }
@@ -185,16 +206,13 @@ async function mountFindings(dirs: ConfiguredDir[], config: Config): Promise<Fin
   for (const dir of dirs) {
     const mount = mountOf(mounts, resolvedPath(dir.path));
     if (!mount?.readOnly) continue;
-    const found = `${describeDir(dir)} (${dir.setting}) is on a read-only mount (${mount.path})` +
-      (activationNeeds(dir) ? ": checkpoints cannot be written or activated" : "") +
-      CONSEQUENCE[dir.role];
-    const fix =
-      `remount ${mount.path} read-write, or move ${dir.setting} to a writable file system`;
-    findings.push(
-      activationNeeds(dir)
-        ? error("mount", dir.path, found, fix)
-        : warning("mount", dir.path, found, fix),
-    );
+    findings.push(dirProblem(
+      dir,
+      "mount",
+      `${describeDir(dir)} (${dir.setting}) is on a read-only mount (${mount.path})` +
+        (activationNeeds(dir) ? ": checkpoints cannot be written or activated" : ""),
+      `remount ${mount.path} read-write, or move ${dir.setting} to a writable file system`,
+    ));
   }
   const active = mountOf(mounts, resolvedPath(config.staticPodDir));
   const inactive = mountOf(mounts, resolvedPath(config.inactiveDir));

@@ -8,8 +8,8 @@
 import { dirname, join, relative, sep } from "node:path";
 import type { Config } from "../config/types.ts";
 import { resolvedPath } from "../disk/mounts.ts";
-import { activationNeeds, configuredDirs, describeDir } from "./dirs.ts";
-import { error, type Finding, ok, warning } from "./finding.ts";
+import { configuredDirs, describeDir, dirProblem } from "./dirs.ts";
+import { type Finding, ok, warning } from "./finding.ts";
 
 export const UNIT_NAME = "ckpt-agent.service";
 
@@ -229,9 +229,7 @@ export async function unitFindings(
           ? `, or one entry that holds both staticPodDir and inactiveDir`
           : ""
       }), ${RESTART}`;
-    return activationNeeds(dir)
-      ? error("unit", dir.path, found, fix)
-      : warning("unit", dir.path, found, fix);
+    return dirProblem(dir, "unit", found, fix);
   });
   const active = governingRule(rules, resolvedPath(config.staticPodDir));
   const inactive = governingRule(rules, resolvedPath(config.inactiveDir));
