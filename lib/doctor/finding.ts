@@ -3,6 +3,7 @@
  * well, what to change. A check that could not look says so at warning level: doctor never says
  * "ok" about what it did not see.
  */
+import type { SourceFailure } from "../sources/types.ts";
 
 export type Level = "ok" | "warning" | "error";
 
@@ -78,4 +79,9 @@ export function unreadableBecause(e: unknown): string {
   return e instanceof Deno.errors.NotCapable
     ? "the binary's permissions do not cover /proc, which Deno grants only with all permissions"
     : (e as Error).message;
+}
+
+/** A source's failure in a finding: its kind, then its message (which names what was asked). */
+export function describeFailure(failure: SourceFailure): string {
+  return `${failure.kind}: ${failure.message}`;
 }

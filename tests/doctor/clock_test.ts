@@ -5,7 +5,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import type { ServerTime } from "../../lib/sources/apiserver.ts";
 import { failed, succeeded } from "../../lib/sources/types.ts";
-import { clockFinding, clockOffsetBounds } from "../../lib/doctor/sources.ts";
+import { clockFinding, clockOffsetBounds } from "../../lib/doctor/clock.ts";
 
 const T = Date.parse("2026-06-01T12:00:00Z");
 
