@@ -22,6 +22,7 @@ const LOADERS: Record<CommandName, () => Promise<Command>> = {
   plan: async () => (await import("./lib/commands/plan.ts")).planCommand,
   config: async () => (await import("./lib/commands/config.ts")).configCommand,
   verify: async () => (await import("./lib/commands/verify.ts")).verifyCommand,
+  doctor: async () => (await import("./lib/commands/doctor.ts")).doctorCommand,
   demo: async () => (await import("./lib/commands/demo.ts")).demoCommand,
   version: async () => (await import("./lib/commands/version.ts")).versionCommand,
   help: async () => (await import("./lib/cli/help.ts")).helpCommand,

@@ -35,8 +35,9 @@ export const AGENT_PERMISSIONS: readonly PermissionFlag[] = [
       "reads its LOG_STREAM and LOG_TOKENS variables while it parses the config file",
   },
   {
-    flag: "--allow-sys=hostname",
-    why: "the node name defaults to the host name, as the kubelet's does",
+    flag: "--allow-sys=hostname,statfs",
+    why: "the node name defaults to the host name, as the kubelet's does; `doctor` asks each " +
+      "configured directory's file system how much room is free (statfs)",
   },
 ];
 

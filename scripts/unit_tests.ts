@@ -37,7 +37,7 @@ export const UNIT_TEST_PERMISSIONS: readonly string[] = [
   "--allow-read",
   "--allow-write",
   "--allow-env",
-  "--allow-sys=hostname",
+  "--allow-sys=hostname,statfs",
 ];
 
 interface GraphModule {

@@ -32,10 +32,12 @@ const LAYERS: LayerOrder = [
   [{ name: "disk", paths: ["lib/disk/"] }],
   // The node's peers, and the state dir.
   [{ name: "sources", paths: ["lib/sources/"] }, { name: "store", paths: ["lib/store/"] }],
-  // One pass of the agent; verify, which reads what passes wrote; the simulated node.
+  // One pass of the agent; verify, which reads what passes wrote; doctor, which checks the node
+  // is set up for passes; the simulated node.
   [
     { name: "pass", paths: ["lib/pass/"] },
     { name: "verify", paths: ["lib/verify/"] },
+    { name: "doctor", paths: ["lib/doctor/"] },
     { name: "sim", paths: ["lib/sim/"] },
   ],
   // The loop around the pass; the demo, a real agent on the simulated node.

@@ -80,6 +80,19 @@ export const COMMANDS = {
     flags: { ...OUTPUT_FLAG, json: { help: "the same as --output json" } },
     config: true,
   },
+  doctor: {
+    synopsis: "[flags]",
+    summary: "check that this node is set up for the agent to bring its control plane back",
+    about: "Check that this node is set up for the agent to bring its control plane back: the " +
+      "kubelet's static-pod directory is staticPodDir; every configured directory exists with " +
+      "its owner and mode, on a writable mount with room; the systemd unit can write them; each " +
+      "source answers with the configured credentials; which parents are not on the host " +
+      "network; the certificates; the node's clock. Each finding is ok, a warning or an error, " +
+      "and says what to change. Writes nothing. Exit 0 when all is well, 1 on warnings, 2 on " +
+      "errors (or a bad configuration).",
+    flags: OUTPUT_FLAG,
+    config: true,
+  },
   demo: {
     synopsis: "[flags]",
     summary: "the agent through an outage on a simulated node (about a second)",

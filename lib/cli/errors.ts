@@ -9,6 +9,8 @@ export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 /** Bad input: command line, configuration, snapshot. */
 export const EXIT_USAGE = 2;
+/** `doctor` found an error: the same status as a bad configuration, which it also is. */
+export const EXIT_ERRORS = 2;
 /** Another instance holds the lock. */
 export const EXIT_LOCKED = 3;
 

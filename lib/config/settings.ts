@@ -121,6 +121,14 @@ export const SETTINGS = {
     help:
       "CA of the kubelet's serving certificate (e.g. `/var/lib/kubelet/pki/kubelet.crt`), or `off`: not verified",
   }),
+  kubeletConfigFile: setting({
+    flag: "kubelet-config-file",
+    kind: absolutePath,
+    field: "kubeletConfigFile",
+    default: "/var/lib/kubelet/config.yaml",
+    help:
+      "the kubelet's KubeletConfiguration file, whose `staticPodPath` `ckpt-agent doctor` checks",
+  }),
   apiTimeout: setting({
     flag: "api-timeout",
     kind: timeout,

@@ -56,6 +56,12 @@ export function isValidParent(pod: Pod): boolean {
     !isStaticPod(pod);
 }
 
+/** The `namespace` setting's filter: only pods in these namespaces; every pod when empty. */
+export function inNamespaces(namespaces: readonly string[]): (pod: Pod) => boolean {
+  const allowed = new Set(namespaces);
+  return (pod) => allowed.size === 0 || allowed.has(pod.metadata.namespace);
+}
+
 /** Indexes pods by id, keeping those the filter accepts; a later duplicate wins. */
 export function podsById(pods: readonly Pod[], keep: (pod: Pod) => boolean = () => true) {
   const byId = new Map<string, Pod>();

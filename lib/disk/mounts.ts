@@ -5,6 +5,7 @@
  * would change the directory's mtime on every pass, and Deno's node:fs access(W_OK) compares mode
  * bits instead of calling access(2), so it answers "writable" for root on a read-only mount.
  */
+import { basename, dirname, join } from "node:path";
 
 export interface MountPoint {
   /** Where it is mounted, unescaped. */
@@ -51,28 +52,31 @@ export function mountOf(mounts: MountPoint[], path: string): MountPoint | undefi
   return found;
 }
 
-/** The directory itself, or the nearest ancestor that exists (where it would be created). */
-function nearestExisting(dir: string): string {
-  for (let path = dir;; path = path.slice(0, path.lastIndexOf("/")) || "/") {
+/**
+ * `path` (absolute) with its symlinks resolved; when it does not exist, its nearest existing
+ * ancestor resolved, with the rest appended (where it would be created). As it is when even
+ * that cannot be resolved.
+ */
+export function resolvedPath(path: string): string {
+  const missing: string[] = [];
+  for (let dir = path;; dir = dirname(dir)) {
     try {
-      return Deno.realPathSync(path);
+      return join(Deno.realPathSync(dir), ...missing.reverse());
     } catch (e) {
-      if (!(e instanceof Deno.errors.NotFound) || path === "/") throw e;
+      if (!(e instanceof Deno.errors.NotFound) || dir === dirname(dir)) return path;
+      missing.push(basename(dir));
     }
   }
 }
 
-function resolved(dir: string): string {
-  try {
-    return nearestExisting(dir);
-  } catch {
-    return dir;
-  }
+/** This process's mounts; throws when /proc/self/mountinfo cannot be read. */
+export function readMountInfo(): MountPoint[] {
+  return parseMountInfo(Deno.readTextFileSync("/proc/self/mountinfo"));
 }
 
 function readMounts(): MountPoint[] | undefined {
   try {
-    return parseMountInfo(Deno.readTextFileSync("/proc/self/mountinfo"));
+    return readMountInfo();
   } catch {
     return undefined;
   }
@@ -86,7 +90,7 @@ function readMounts(): MountPoint[] | undefined {
 export function separateMounts(a: string, b: string): [string, string] | undefined {
   const mounts = readMounts();
   if (!mounts) return undefined;
-  const [ma, mb] = [mountOf(mounts, resolved(a)), mountOf(mounts, resolved(b))];
+  const [ma, mb] = [mountOf(mounts, resolvedPath(a)), mountOf(mounts, resolvedPath(b))];
   return ma && mb && ma !== mb ? [ma.path, mb.path] : undefined;
 }
 
@@ -101,7 +105,7 @@ export function readOnlyDirs(dirs: readonly string[]): Map<string, string> {
   if (!mounts) return new Map();
   const found = new Map<string, string>();
   for (const dir of dirs) {
-    const mount = mountOf(mounts, resolved(dir));
+    const mount = mountOf(mounts, resolvedPath(dir));
     if (mount?.readOnly) found.set(dir, `on a read-only mount (${mount.path})`);
   }
   return found;

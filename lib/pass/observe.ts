@@ -6,7 +6,7 @@
 import type { Config } from "../config/types.ts";
 import type { ManifestListing } from "../core/manifest_names.ts";
 import type { PassInput } from "../core/pass.ts";
-import type { Pod } from "../core/pod.ts";
+import { inNamespaces, type Pod } from "../core/pod.ts";
 import type { CheckpointState } from "../core/state.ts";
 import { type Clock, millisToDuration } from "../core/time.ts";
 import { manifestCache, manifestIndex, readManifestDir } from "../disk/manifests.ts";
@@ -50,11 +50,6 @@ export interface Observation {
   manifestFiles: ManifestListing;
 }
 
-function inNamespaces(config: Config) {
-  const allowed = new Set(config.namespaces);
-  return (pod: Pod) => allowed.size === 0 || allowed.has(pod.metadata.namespace);
-}
-
 function runningAsPod(r: RunningPod): Pod {
   return { metadata: { namespace: r.namespace, name: r.name, uid: r.uid } };
 }
@@ -88,7 +83,7 @@ export class Observer {
       readTracked(),
     ]);
     const failures: SourceFailure[] = [];
-    const keep = inNamespaces(config);
+    const keep = inNamespaces(config.namespaces);
     const apiPods = valueOr(api, failures);
     const kubeletPods = valueOr(kubelet, failures);
     const running = valueOr(runtime, failures);

@@ -49,6 +49,19 @@ function notFound(resource: string, name: string): PeerResponse {
 
 const NO_ROUTE = status(404, "NotFound", "the server could not find the requested resource");
 
+/** What `GET /version` answers: the version of the API server being simulated. */
+export const SIM_VERSION = {
+  major: "1",
+  minor: "34",
+  gitVersion: "v1.34.2",
+  gitCommit: "0000000000000000000000000000000000000000",
+  gitTreeState: "clean",
+  buildDate: "2025-11-11T00:00:00Z",
+  goVersion: "go1.24.9",
+  compiler: "gc",
+  platform: "linux/amd64",
+};
+
 /**
  * A list as the API server sends it: the items carry no kind or apiVersion (the list does), and
  * an empty list has `"items": null` (Go encodes an empty slice so). The kubelet's `/pods` has the
@@ -136,6 +149,7 @@ export async function startSimApiServer(ca: SimCa): Promise<SimApiServer> {
       return status(405, "MethodNotAllowed", "the simulated API server only serves GET");
     }
     const s = request.segments;
+    if (s.length === 1 && s[0] === "version") return { status: 200, body: SIM_VERSION };
     if (s.length < 3 || s[0] !== "api" || s[1] !== "v1") return NO_ROUTE;
     if (s.length === 3 && s[2] === "pods") return listPods(request);
     if (s[2] !== "namespaces" || s.length < 5) return NO_ROUTE;

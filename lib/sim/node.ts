@@ -27,7 +27,7 @@ import {
   type ListensOn,
   uidOf,
 } from "./kubelet_model.ts";
-import { createSimCa, writeKubeconfig } from "./pki.ts";
+import { createSimCa, type SimCa, type Validity, writeKubeconfig } from "./pki.ts";
 import { readStaticPodDir } from "./static_pods.ts";
 
 /** How the API server is unavailable: its pod is gone (nothing listens), or etcd is (503). */
@@ -70,6 +70,26 @@ function programPorts(cluster: ControlPlane): ListensOn {
   return (container) => byImage.get(String(container.image)) ?? [];
 }
 
+/** The node's kubeconfig, with a client certificate the cluster's CA issues now. */
+async function writeNodeKubeconfig(
+  root: string,
+  nodeName: string,
+  apiServer: SimApiServer,
+  ca: SimCa,
+  validity?: Validity,
+): Promise<string> {
+  const client = await ca.issueClientCert({
+    commonName: `system:node:${nodeName}`,
+    organizations: ["system:nodes"],
+  }, validity);
+  return await writeKubeconfig(join(root, "etc/kubernetes"), {
+    server: apiServer.url,
+    caPem: ca.certPem,
+    client,
+    embed: "files",
+  });
+}
+
 export class SimNode {
   readonly root: string;
   readonly nodeName: string;
@@ -77,6 +97,8 @@ export class SimNode {
   readonly kubelet: SimKubelet;
   readonly kubeconfig: string;
   readonly kubeletCaFile: string;
+  /** The cluster's CA, which signs the API server's certificate and the node's. */
+  readonly ca: SimCa;
   /** The node's time: the kubelet's back-offs and waits run on it, and on nothing else. */
   readonly clock = new SimClock();
   #runtime: CriSimServer | undefined;
@@ -102,6 +124,7 @@ export class SimNode {
     socketPath: string;
     kubeconfig: string;
     kubeletCaFile: string;
+    ca: SimCa;
     model: KubeletModel;
     apiServerLabels?: Record<string, string>;
   }) {
@@ -113,6 +136,7 @@ export class SimNode {
     this.#socketPath = init.socketPath;
     this.kubeconfig = init.kubeconfig;
     this.kubeletCaFile = init.kubeletCaFile;
+    this.ca = init.ca;
     this.#model = init.model;
     this.#apiServerLabels = init.apiServerLabels;
   }
@@ -135,16 +159,7 @@ export class SimNode {
       });
       const socketPath = join(root, "run/containerd.sock");
       const runtime = await CriSimServer.start({ socketPath });
-      const client = await ca.issueClientCert({
-        commonName: `system:node:${nodeName}`,
-        organizations: ["system:nodes"],
-      });
-      const kubeconfig = await writeKubeconfig(join(root, "etc/kubernetes"), {
-        server: apiServer.url,
-        caPem: ca.certPem,
-        client,
-        embed: "files",
-      });
+      const kubeconfig = await writeNodeKubeconfig(root, nodeName, apiServer, ca);
       const kubeletCaFile = join(root, "etc/kubernetes/kubelet-ca.crt");
       await Deno.writeTextFile(kubeletCaFile, kubelet.servingCertPem);
       const node = new SimNode({
@@ -156,6 +171,7 @@ export class SimNode {
         socketPath,
         kubeconfig,
         kubeletCaFile,
+        ca,
         model: new KubeletModel(timings, programPorts(cluster)),
         apiServerLabels: options.apiServerLabels,
       });
@@ -212,6 +228,14 @@ export class SimNode {
     const file = join(this.root, "etc/ckpt-agent/config.yaml");
     await Deno.writeTextFile(file, toYaml(configAsYamlSettings(this.config(overrides))));
     return file;
+  }
+
+  /**
+   * The node gets a new client certificate, valid as `validity` says (an expired one, one about
+   * to expire), written over the old one as the kubelet rotates its own.
+   */
+  async rotateClientCert(validity: Validity) {
+    await writeNodeKubeconfig(this.root, this.nodeName, this.apiServer, this.ca, validity);
   }
 
   /** The pods of the cluster as the API server stores them, status included. */

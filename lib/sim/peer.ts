@@ -85,6 +85,8 @@ export interface PeerControl {
   readonly url: string;
   readonly port: number;
   setFault(fault: PeerFault): void;
+  /** The peer's clock is off by this much (negative: behind): its `Date` headers say so. */
+  setClockSkew(ms: number): void;
   /** Bearer tokens that authenticate a request without a client certificate. */
   acceptTokens(tokens: string[]): void;
   /** Closes the port and drops every open connection, as when the process dies. */
@@ -159,6 +161,7 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
   let accepted = 0;
   let tokens = new Set<string>();
   let fault: PeerFault = "none";
+  let clockSkewMs = 0;
   let port = 0;
   let server: http.Server | undefined;
 
@@ -188,6 +191,8 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
       ...(bearer !== undefined ? { bearerToken: bearer } : {}),
     });
     if (fault === "hang") return;
+    // Otherwise node:http sends the date of the machine's own clock.
+    if (clockSkewMs !== 0) res.setHeader("date", new Date(Date.now() + clockSkewMs).toUTCString());
     if (fault === "server-error" || fault === "unauthorized" || fault === "forbidden") {
       return send(res, options.failure(fault, request));
     }
@@ -252,6 +257,9 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
     port,
     setFault: (next) => {
       fault = next;
+    },
+    setClockSkew: (ms) => {
+      clockSkewMs = ms;
     },
     acceptTokens: (list) => {
       tokens = new Set(list);

@@ -30,11 +30,18 @@ export interface ClientIdentity {
   organizations?: string[];
 }
 
+/** When a certificate is valid. */
+export interface Validity {
+  notBefore: Date;
+  notAfter: Date;
+}
+
 export interface SimCa {
   certPem: string;
   /** A serving certificate for loopback (127.0.0.1, ::1, localhost) and `dnsNames`. */
   issueServerCert(commonName?: string, dnsNames?: string[]): Promise<CertAndKey>;
-  issueClientCert(identity: ClientIdentity): Promise<CertAndKey>;
+  /** Valid from a day ago for a year unless `validity` says otherwise (an expired one, say). */
+  issueClientCert(identity: ClientIdentity, validity?: Validity): Promise<CertAndKey>;
 }
 
 function generateKeys(): Promise<CryptoKeyPair> {
@@ -58,7 +65,7 @@ async function privateKeyPem(key: CryptoKey): Promise<string> {
 }
 
 /** Valid from a day ago, so a clock a little behind the issuer's does not reject it. */
-function validity(): { notBefore: Date; notAfter: Date } {
+function validity(): Validity {
   const now = Date.now();
   return { notBefore: new Date(now - DAY_MS), notAfter: new Date(now + 365 * DAY_MS) };
 }
@@ -111,6 +118,7 @@ export async function createSimCa(commonName = "ckpt-sim-ca"): Promise<SimCa> {
     subject: x509.JsonName,
     usage: x509.ExtendedKeyUsage,
     dnsNames: string[] = [],
+    valid: Validity = validity(),
   ): Promise<CertAndKey> {
     const keys = await generateKeys();
     const cert = await x509.X509CertificateGenerator.create({
@@ -119,7 +127,7 @@ export async function createSimCa(commonName = "ckpt-sim-ca"): Promise<SimCa> {
       publicKey: keys.publicKey,
       signingKey: caKeys.privateKey,
       signingAlgorithm: SIGNING_ALGORITHM,
-      ...validity(),
+      ...valid,
       extensions: [
         ...await leafExtensions(keys.publicKey, usage, dnsNames),
         await x509.AuthorityKeyIdentifierExtension.create(caKeys.publicKey),
@@ -132,8 +140,13 @@ export async function createSimCa(commonName = "ckpt-sim-ca"): Promise<SimCa> {
     certPem: certificatePem(caCert),
     issueServerCert: (cn = "localhost", dnsNames = []) =>
       issue(distinguishedName(cn), x509.ExtendedKeyUsage.serverAuth, dnsNames),
-    issueClientCert: ({ commonName, organizations }) =>
-      issue(distinguishedName(commonName, organizations), x509.ExtendedKeyUsage.clientAuth),
+    issueClientCert: ({ commonName, organizations }, valid) =>
+      issue(
+        distinguishedName(commonName, organizations),
+        x509.ExtendedKeyUsage.clientAuth,
+        [],
+        valid,
+      ),
   };
 }
 

@@ -9,7 +9,7 @@ import { type Pod, PodSchema } from "../core/pod.ts";
 import { ConnectionPool, getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
 import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
-import { failed, type SourceResult } from "./types.ts";
+import { failed, type SourceResult, succeeded } from "./types.ts";
 
 export interface ApiServerClient {
   /** GET /api/v1/pods?fieldSelector=spec.nodeName%3D<node> (all namespaces). Any failure
@@ -77,16 +77,9 @@ const ConfigMapSchema = z.looseObject({
  */
 const API_SERVER_CONNECTIONS = 8;
 
-/**
- * `env`: where the proxy variables are read (lib/sources/proxy.ts), once, now; the kubeconfig's
- * proxy-url, if any, is used instead.
- */
-export function createApiServerClient(
-  creds: Credentials,
-  timeoutMs: number,
-  env: ProxyEnvironment = Deno.env.toObject(),
-): ApiServerClient {
-  const target: HttpTarget = {
+/** How the API server is reached: `env` is where the proxy variables are read (once, now). */
+function apiServerTarget(creds: Credentials, timeoutMs: number, env: ProxyEnvironment): HttpTarget {
+  return {
     source: "apiserver",
     baseUrl: creds.server,
     timeoutMs,
@@ -99,13 +92,32 @@ export function createApiServerClient(
       ...(creds.certPem !== undefined ? { certPem: creds.certPem, keyPem: creds.keyPem } : {}),
     },
   };
+}
 
-  async function get<T>(path: string, schema: z.ZodType<T>): Promise<SourceResult<T>> {
-    const token = await readBearerToken(creds);
-    if (!token.ok) return failed("apiserver", "unauthorized", `GET ${path}: ${token.error}`);
-    const request: JsonGet<T> = { path, schema, bearerToken: token.token };
-    return getJson(target, request);
+/** A GET with the bearer token the credentials give now, if any. */
+async function getAsUser<T>(
+  target: HttpTarget,
+  creds: Credentials,
+  request: Omit<JsonGet<T>, "bearerToken">,
+): Promise<SourceResult<T>> {
+  const token = await readBearerToken(creds);
+  if (!token.ok) {
+    return failed("apiserver", "unauthorized", `GET ${request.path}: ${token.error}`);
   }
+  return getJson(target, { ...request, bearerToken: token.token });
+}
+
+/**
+ * `env`: where the proxy variables are read (lib/sources/proxy.ts), once, now; the kubeconfig's
+ * proxy-url, if any, is used instead.
+ */
+export function createApiServerClient(
+  creds: Credentials,
+  timeoutMs: number,
+  env: ProxyEnvironment = Deno.env.toObject(),
+): ApiServerClient {
+  const target = apiServerTarget(creds, timeoutMs, env);
+  const get = <T>(path: string, schema: z.ZodType<T>) => getAsUser(target, creds, { path, schema });
 
   function getObject<T>(
     resource: "secrets" | "configmaps",
@@ -146,4 +158,53 @@ export function createApiServerClient(
     getSecret: (namespace, name) => getObject("secrets", namespace, name, SecretSchema),
     getConfigMap: (namespace, name) => getObject("configmaps", namespace, name, ConfigMapSchema),
   };
+}
+
+/** The API server's clock as its `Date` header showed it, and when the node asked and heard. */
+export interface ServerTime {
+  /** The `Date` header, in milliseconds: whole seconds, as HTTP dates are. */
+  dateMs: number;
+  /** The node's clock just before the request was made and when the headers arrived. */
+  sentMs: number;
+  receivedMs: number;
+  /** The API server's version, as `/version` says it. */
+  gitVersion: string;
+}
+
+const VersionSchema = z.looseObject({ gitVersion: z.string() });
+
+/**
+ * GET /version (readable by anyone the API server authenticates, and by default by anonymous
+ * users too) to read the API server's clock from its `Date` header. Only an answer that is the
+ * API server's own counts: a proxy or load balancer answering in its place sends its own date.
+ */
+export async function askServerTime(
+  creds: Credentials,
+  timeoutMs: number,
+  now: () => number = Date.now,
+  env: ProxyEnvironment = Deno.env.toObject(),
+): Promise<SourceResult<ServerTime>> {
+  let date: string | undefined;
+  let receivedMs = 0;
+  const sentMs = now();
+  const version = await getAsUser(apiServerTarget(creds, timeoutMs, env), creds, {
+    path: "/version",
+    schema: VersionSchema,
+    onHeaders: (headers) => {
+      receivedMs = now();
+      date = headers.date;
+    },
+  });
+  if (!version.ok) return version;
+  const dateMs = Date.parse(date ?? "");
+  if (Number.isNaN(dateMs)) {
+    return failed(
+      "apiserver",
+      "bad-response",
+      `GET ${creds.server}/version: ${
+        date === undefined ? "no Date header" : `Date header ${JSON.stringify(date)} is no date`
+      }`,
+    );
+  }
+  return succeeded({ dateMs, sentMs, receivedMs, gitVersion: version.value.gitVersion });
 }

@@ -154,6 +154,8 @@ export interface JsonGet<T> {
   path: string;
   schema: z.ZodType<T>;
   bearerToken?: string;
+  /** Told the response's headers as soon as they arrive, before its body, whatever its status. */
+  onHeaders?: (headers: http.IncomingHttpHeaders) => void;
 }
 
 /** The `problem` of a failure whose cause is that the server's certificate did not verify. */
@@ -326,6 +328,7 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
 
     const onResponse = (response: http.IncomingMessage) => {
       const status = response.statusCode ?? 0;
+      get.onHeaders?.(response.headers);
       const success = status >= 200 && status < 300;
       const limit = success ? maxBodyBytes : ERROR_BODY_BYTES;
       // Each chunk is decoded as it arrives, so its buffer dies young: kept until the end, the

@@ -21,6 +21,7 @@ const DEFAULT_CONFIG: Config = {
   checkpointGracePeriodMs: 60_000,
   nodeName: "node-1",
   kubeletUrl: "https://127.0.0.1:10250",
+  kubeletConfigFile: "/var/lib/kubelet/config.yaml",
   apiTimeoutMs: 10_000,
   kubeletTimeoutMs: 5_000,
   staticPodDir: "/etc/kubernetes/manifests",
@@ -87,6 +88,7 @@ nodeName: cp-1
 kubeletUrl: https://10.0.0.1:10250
 kubeletReadonlyUrl: http://127.0.0.1:10255
 kubeletCaFile: /k/kubelet-ca.crt
+kubeletConfigFile: /k/kubelet/config.yaml
 apiTimeout: 3s
 kubeletTimeout: 1500ms
 staticPodDir: /k/manifests
@@ -114,6 +116,7 @@ adminTokenFile: /k/token
     kubeletUrl: "https://10.0.0.1:10250",
     kubeletReadonlyUrl: "http://127.0.0.1:10255",
     kubeletCaFile: "/k/kubelet-ca.crt",
+    kubeletConfigFile: "/k/kubelet/config.yaml",
     apiTimeoutMs: 3_000,
     kubeletTimeoutMs: 1_500,
     staticPodDir: "/k/manifests",

@@ -1,6 +1,8 @@
 /** Read-only mounts from mountinfo: the parser on real lines, and real tmpfs mounts remounted ro. */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
-import { mountOf, parseMountInfo, readOnlyDirs } from "../../lib/disk/mounts.ts";
+import { join } from "node:path";
+import { mountOf, parseMountInfo, readOnlyDirs, resolvedPath } from "../../lib/disk/mounts.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
 import { TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
 
 // Lines as a systemd unit with ProtectSystem=strict and ReadWritePaths= sees them.
@@ -53,4 +55,15 @@ Deno.test({
       await fs.readOnly(false);
       assertEquals(readOnlyDirs(dirs), new Map());
     }),
+});
+
+Deno.test("resolvedPath resolves symlinks, a missing path's through its nearest existing ancestor", async () => {
+  await withTempDir(async (dir) => {
+    const real = Deno.realPathSync(dir);
+    await Deno.mkdir(join(dir, "srv/manifests"), { recursive: true });
+    await Deno.symlink(join(dir, "srv"), join(dir, "link"));
+    assertEquals(resolvedPath(join(dir, "link/manifests")), join(real, "srv/manifests"));
+    assertEquals(resolvedPath(join(dir, "link/not/yet")), join(real, "srv/not/yet"));
+    assertEquals(resolvedPath("/"), "/");
+  });
 });

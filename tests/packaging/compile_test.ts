@@ -60,7 +60,7 @@ Deno.test("the build bakes in the agent's permissions, V8 flags and commit, and 
         write: [],
         net: [],
         env: [],
-        sys: ["hostname"],
+        sys: ["hostname", "statfs"],
         run: null,
         ffi: null,
         prompt: false,

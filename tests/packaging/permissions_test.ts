@@ -7,6 +7,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import denoJson from "../../deno.json" with { type: "json" };
+import type { DoctorReport } from "../../lib/doctor/finding.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
 import { isValidParent, podId } from "../../lib/core/pod.ts";
 import { AGENT_PERMISSIONS, agentDenoFlags } from "../../scripts/permissions.ts";
@@ -79,6 +80,33 @@ Deno.test("with the compiled permissions: the daemon passes until SIGTERM", asyn
     assertEquals(records, 3, log);
     assertEquals(status.code, 0, log);
     assert(!log.includes("NotCapable") && !log.includes("Requires"), log);
+  });
+});
+
+Deno.test("with the compiled permissions: doctor measures the room, and says what /proc hides from it", async () => {
+  await withNode(async (_node, configFile) => {
+    const run = await strict(["doctor", "--output", "json", "--config", configFile]);
+    const report: DoctorReport = JSON.parse(run.stdout);
+    // Warnings: the directories a first pass makes are missing, no unit is installed, and /proc
+    // cannot be read.
+    assertEquals([run.code, report.level, run.stderr], [1, "warning", ""]);
+    const finding = (check: string) => report.findings.find((f) => f.check === check)!;
+    assertEquals(finding("disk-room").level, "ok");
+    for (const check of ["static-pod-dir", "mount"]) {
+      assert(finding(check).found.includes("permissions do not cover /proc"), finding(check).found);
+    }
+
+    // statfs is what the room needs.
+    const denoFlags = agentDenoFlags().map((f) =>
+      f.startsWith("--allow-sys=") ? "--allow-sys=hostname" : f
+    );
+    const without = await runCli(["doctor", "--output", "json", "--config", configFile], {
+      denoFlags,
+    });
+    const room = (JSON.parse(without.stdout) as DoctorReport).findings
+      .find((f) => f.check === "disk-room")!;
+    assertEquals(room.level, "warning");
+    assert(room.found.includes('Requires sys access to "statfs"'), room.found);
   });
 });
 

@@ -7,6 +7,7 @@ import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/stric
 import { dirname } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { AGENT_MALLOC_ENV } from "../../scripts/permissions.ts";
+import { governingRule, pathRules, sectionEntries } from "../../lib/doctor/systemd_unit.ts";
 import { CONFIG_FILE, installSh, run, type Staging, UNIT_FILE, withStaging } from "./tools.ts";
 
 const MAX_EXPOSURE = 2.5;
@@ -59,23 +60,9 @@ Deno.test(`systemd-analyze security rates the unit's exposure ${MAX_EXPOSURE} or
   assert(exposure <= MAX_EXPOSURE, `exposure ${exposure} > ${MAX_EXPOSURE}:\n${r.stdout}`);
 });
 
-/** key → values, in order, of one section; repeated keys accumulate, as systemd's lists do. */
-async function unitSection(section: string): Promise<Map<string, string[]>> {
-  const entries = new Map<string, string[]>();
-  let current = "";
-  for (const raw of (await Deno.readTextFile(UNIT_FILE)).split("\n")) {
-    const line = raw.trim();
-    if (line === "" || line.startsWith("#")) continue;
-    if (line.startsWith("[")) {
-      current = line.slice(1, -1);
-      continue;
-    }
-    if (current !== section) continue;
-    const eq = line.indexOf("=");
-    const key = line.slice(0, eq);
-    entries.set(key, [...entries.get(key) ?? [], ...line.slice(eq + 1).split(/\s+/)]);
-  }
-  return entries;
+/** key → values, in order, of one section of the shipped unit, as doctor reads a unit. */
+async function unitSection(section: string) {
+  return sectionEntries([await Deno.readTextFile(UNIT_FILE)], section);
 }
 
 Deno.test("the unit starts without the kubelet or the network and never gives up", async () => {
@@ -114,37 +101,26 @@ async function shippedDefaults(): Promise<Record<string, string>> {
   return parseYaml(commented) as Record<string, string>;
 }
 
-/**
- * The entry of ReadWritePaths= or ReadOnlyPaths= that decides about `path`: the longest one that
- * is `path` or one of its parents, as systemd mounts the more specific entry over the other.
- * Each entry is a mount of its own in the unit's namespace. A leading "-" only makes a missing
- * path no error.
- */
-function governingEntry(service: Map<string, string[]>, path: string) {
-  const entries = (["ReadWritePaths", "ReadOnlyPaths"] as const).flatMap((key) =>
-    (service.get(key) ?? []).map((value) => ({ key, path: value.replace(/^-/, "") }))
-  );
-  return entries
-    .filter((e) => path === e.path || path.startsWith(`${e.path}/`))
-    .sort((a, b) => b.path.length - a.path.length)[0];
+/** The entry that decides whether the unit can write `path` (each entry is a mount of its own). */
+async function governingEntry(path: string) {
+  return governingRule(pathRules(await unitSection("Service")), path);
 }
 
 Deno.test("the unit can write every default path of the shipped configuration", async () => {
   const defaults = await shippedDefaults();
-  const service = await unitSection("Service");
   for (const key of ["staticPodDir", "inactiveDir", "secretsDir", "configmapsDir", "lockFile"]) {
     const path = key === "lockFile" ? dirname(defaults[key]) : defaults[key];
-    assertEquals(governingEntry(service, path)?.key, "ReadWritePaths", `${key}: ${path}`);
+    const entry = await governingEntry(path);
+    assert(entry?.entry.startsWith("ReadWritePaths="), `${key}: ${path}: ${entry?.entry}`);
   }
-  assertEquals(`/var/lib/${service.get("StateDirectory")}`, defaults.stateDir);
+  assertEquals((await governingEntry(defaults.stateDir))?.entry, "StateDirectory=ckpt-agent");
 });
 
 Deno.test("the static-pod dir and the inactive dir are one mount, so activation can hard-link", async () => {
   // link(2) fails with EXDEV across mount points, even of one file system: activation would
   // copy instead, and fail on a full disk.
   const defaults = await shippedDefaults();
-  const service = await unitSection("Service");
-  const active = governingEntry(service, defaults.staticPodDir);
-  assertEquals(governingEntry(service, defaults.inactiveDir), active);
-  assertEquals(active?.key, "ReadWritePaths");
+  const active = await governingEntry(defaults.staticPodDir);
+  assertEquals(await governingEntry(defaults.inactiveDir), active);
+  assert(active?.writable && active.entry.startsWith("ReadWritePaths="), active?.entry);
 });

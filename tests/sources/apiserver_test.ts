@@ -3,6 +3,7 @@ import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/stric
 import type { Pod } from "../../lib/core/pod.ts";
 import {
   type ApiServerClient,
+  askServerTime,
   createApiServerClient,
   PodListSchema,
 } from "../../lib/sources/apiserver.ts";
@@ -334,4 +335,33 @@ Deno.test("PodListSchema keeps the parsed items themselves, every field included
   const pods = PodListSchema.parse({ kind: "PodList", apiVersion: "v1", items: [item] });
   assertEquals(pods.length, 1);
   assert(pods[0] === item, "a copy of the item");
+});
+
+Deno.test("askServerTime reads the API server's clock from the Date header of /version", async () => {
+  await withApiServer(async ({ server, credentials }) => {
+    const creds = await credentials();
+    // A node clock that ticks a second per reading: asked at 1000, heard at 2000.
+    let tick = 0;
+    const now = () => (tick += 1_000);
+    const skewMs = -3_600_000;
+    server.setClockSkew(skewMs);
+    const before = Date.now();
+    const time = value(await askServerTime(creds, TIMEOUT_MS, now));
+    const after = Date.now();
+    assertEquals([time.sentMs, time.receivedMs, time.gitVersion], [1_000, 2_000, "v1.34.2"]);
+    // HTTP dates have whole seconds.
+    assertEquals(time.dateMs % 1_000, 0);
+    assert(
+      time.dateMs > before + skewMs - 1_000 && time.dateMs <= after + skewMs,
+      `${time.dateMs}`,
+    );
+    assertEquals(server.requestCount("/version"), 1);
+
+    // Anything but the API server's own answer has no clock to read.
+    server.setFault("html");
+    const html = failure(await askServerTime(creds, TIMEOUT_MS));
+    assertEquals([html.source, html.kind], ["apiserver", "bad-response"]);
+    await server.stopListening();
+    assertEquals(failure(await askServerTime(creds, TIMEOUT_MS)).kind, "unreachable");
+  });
 });
