@@ -1,11 +1,15 @@
 /**
- * Which directories lie on a read-only mount, as the kernel shows this process its mounts
- * (/proc/self/mountinfo, so a unit's ProtectSystem= view counts). This is how readiness learns,
- * every pass and without writing, that a checkpoint directory cannot be written: a probe file
- * would change the directory's mtime on every pass, and Deno's node:fs access(W_OK) compares mode
- * bits instead of calling access(2), so it answers "writable" for root on a read-only mount.
+ * Which directories cannot be written, and whether two are on one mount, without writing.
+ *
+ * The daemon and the agent ask the kernel with a rename that cannot change anything (renameProbe):
+ * it works with the compiled binary's permissions, where Deno lets nothing under /proc be read
+ * without --allow-all. `ckpt-agent doctor` also reads /proc/self/mountinfo, for the mount points'
+ * names, where it can. Neither writes: a probe file would change a directory's mtime on every
+ * pass, and Deno's node:fs access(W_OK) compares mode bits instead of calling access(2), so it
+ * answers "writable" for root on a read-only mount.
  */
 import { basename, dirname, join } from "node:path";
+import { TEMP_MARKER } from "./atomic_write.ts";
 
 export interface MountPoint {
   /** Where it is mounted, unescaped. */
@@ -74,39 +78,66 @@ export function readMountInfo(): MountPoint[] {
   return parseMountInfo(Deno.readTextFileSync("/proc/self/mountinfo"));
 }
 
-function readMounts(): MountPoint[] | undefined {
-  try {
-    return readMountInfo();
-  } catch {
-    return undefined;
+/** The directory itself, or the nearest ancestor that exists (where it would be created). */
+function nearestExisting(path: string): string {
+  for (let dir = path;; dir = dirname(dir)) {
+    try {
+      if (Deno.statSync(dir).isDirectory) return dir;
+    } catch {
+      // Missing, or not ours to see: its parent is asked.
+    }
+    if (dir === dirname(dir)) return dir;
   }
 }
 
+type ProbeAnswer = "writable" | "read-only" | "separate mounts" | "unknown";
+
 /**
- * The mount points of two directories when they differ, else undefined (also when the mounts
- * cannot be read). A hard link between them then fails (EXDEV), even when both mounts show one
- * file system, as bind mounts and a unit's separate ReadWritePaths= entries do.
+ * Renames a name that does not exist in `fromDir` to one in `toDir`. The kernel checks the
+ * mounts before it looks the name up, so the answer says about them what a write would meet:
+ * EXDEV when the two directories are on separate mounts (link(2) would fail there too), EROFS
+ * when the mount is read-only, and ENOENT when a write could go ahead. Nothing is created,
+ * changed or stamped.
  */
-export function separateMounts(a: string, b: string): [string, string] | undefined {
-  const mounts = readMounts();
-  if (!mounts) return undefined;
-  const [ma, mb] = [mountOf(mounts, resolvedPath(a)), mountOf(mounts, resolvedPath(b))];
-  return ma && mb && ma !== mb ? [ma.path, mb.path] : undefined;
+function renameProbe(fromDir: string, toDir: string): ProbeAnswer {
+  const random = () => crypto.randomUUID().slice(0, 8);
+  const name = `.ckpt-agent-probe${TEMP_MARKER}${random()}`;
+  try {
+    Deno.renameSync(join(fromDir, name), join(toDir, `${name}-${random()}`));
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code === "ENOENT") return "writable";
+    if (code === "EROFS") return "read-only";
+    if (code === "EXDEV") return "separate mounts";
+    return "unknown";
+  }
+  // The name existed after all (it never does): it only moved within our own temp names.
+  return "unknown";
 }
 
 /**
- * Of `dirs` (absolute paths), those on a read-only mount, each with the mount point; a missing
- * directory is judged by the nearest ancestor that exists. Empty when the mounts cannot be read
- * (no /proc): nothing is claimed that was not seen. Synchronous, like the stats of a steady pass
- * (docs/benchmarks.md): through Deno's blocking pool every call waits for a thread round trip.
+ * The two directories (each, when missing, its nearest existing ancestor) when they are on
+ * separate mounts, else undefined. A hard link between them then fails (EXDEV), even when both
+ * mounts show one file system, as bind mounts and a unit's separate ReadWritePaths= entries do.
+ */
+export function separateMounts(a: string, b: string): [string, string] | undefined {
+  const [da, db] = [nearestExisting(a), nearestExisting(b)];
+  return renameProbe(da, db) === "separate mounts" ? [da, db] : undefined;
+}
+
+/**
+ * Of `dirs` (absolute paths), those on a read-only file system, each with why; a missing
+ * directory is judged by the nearest ancestor that exists. What cannot be told is not claimed.
+ * Synchronous, like the stats of a steady pass (docs/benchmarks.md): through Deno's blocking
+ * pool every call waits for a thread round trip.
  */
 export function readOnlyDirs(dirs: readonly string[]): Map<string, string> {
-  const mounts = readMounts();
-  if (!mounts) return new Map();
   const found = new Map<string, string>();
   for (const dir of dirs) {
-    const mount = mountOf(mounts, resolvedPath(dir));
-    if (mount?.readOnly) found.set(dir, `on a read-only mount (${mount.path})`);
+    const existing = nearestExisting(dir);
+    if (renameProbe(existing, existing) === "read-only") {
+      found.set(dir, `on a read-only file system (${existing} refuses writes: EROFS)`);
+    }
   }
   return found;
 }

@@ -8,9 +8,16 @@ import { statfs } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Config } from "../config/types.ts";
 import { DIR_MODE } from "../core/checkpoint_layout.ts";
-import { mountOf, type MountPoint, readMountInfo, resolvedPath } from "../disk/mounts.ts";
+import {
+  mountOf,
+  type MountPoint,
+  readMountInfo,
+  readOnlyDirs,
+  resolvedPath,
+  separateMounts,
+} from "../disk/mounts.ts";
 import { STORE_DIR_MODE } from "../store/layout.ts";
-import { type CheckName, error, type Finding, ok, unreadableBecause, warning } from "./finding.ts";
+import { type CheckName, error, type Finding, ok, warning } from "./finding.ts";
 
 /**
  * - kubelet: the kubelet's directory; the agent only needs it root's and written by no one else.
@@ -169,7 +176,7 @@ async function dirFindings(dir: ConfiguredDir): Promise<Finding[]> {
 const SEPARATE_MOUNTS = "activation copies the manifest instead of hard-linking it, and a " +
   "copy fails on a full disk (link(2) does not cross mounts, even of one file system)";
 
-async function mountFindings(dirs: ConfiguredDir[], config: Config): Promise<Finding[]> {
+function mountFindings(dirs: ConfiguredDir[], config: Config): Finding[] {
   const subject = `${config.staticPodDir}, ${config.inactiveDir}`;
   const moveInactive = (mount: string) =>
     `move inactiveDir under ${mount} (inactiveDir in the configuration file, or ` +
@@ -177,30 +184,10 @@ async function mountFindings(dirs: ConfiguredDir[], config: Config): Promise<Fin
   let mounts: MountPoint[];
   try {
     mounts = readMountInfo();
-  } catch (e) {
-    const notChecked = warning(
-      "mount",
-      "/proc/self/mountinfo",
-      `mounts not checked: /proc/self/mountinfo cannot be read (${unreadableBecause(e)})`,
-      `check with \`findmnt -T ${config.staticPodDir}\` and \`findmnt -T ${config.inactiveDir}\` ` +
-        "that both are one read-write mount, and that the other configured directories are " +
-        "on read-write mounts",
-    );
-    // Two file systems are two mounts, whatever the mounts say.
-    const [active, inactive] = await Promise.all(
-      [config.staticPodDir, config.inactiveDir].map(existingAt),
-    );
-    if (active.dev === inactive.dev) return [notChecked];
-    return [
-      notChecked,
-      warning(
-        "mount",
-        subject,
-        `staticPodDir (${active.at}) and inactiveDir (${inactive.at}) are on different file ` +
-          `systems: ${SEPARATE_MOUNTS}`,
-        moveInactive(`the file system of ${active.at}`),
-      ),
-    ];
+  } catch {
+    // Deno lets nothing under /proc be read without --allow-all (the compiled binary has less):
+    // the kernel is asked with rename probes instead, which tell as much but name no mount.
+    return probedMountFindings(dirs, config, subject, moveInactive);
   }
   const findings: Finding[] = [];
   for (const dir of dirs) {
@@ -232,6 +219,46 @@ async function mountFindings(dirs: ConfiguredDir[], config: Config): Promise<Fin
         "which needs no free space",
     ));
   }
+  return findings;
+}
+
+/** The mount findings from rename probes (lib/disk/mounts.ts), where mountinfo is unreadable. */
+function probedMountFindings(
+  dirs: ConfiguredDir[],
+  config: Config,
+  subject: string,
+  moveInactive: (mount: string) => string,
+): Finding[] {
+  const readOnly = readOnlyDirs(dirs.map((dir) => dir.path));
+  const findings: Finding[] = dirs.flatMap((dir) => {
+    const why = readOnly.get(dir.path);
+    if (why === undefined) return [];
+    return [dirProblem(
+      dir,
+      "mount",
+      `${describeDir(dir)} (${dir.setting}) is ${why}` +
+        (activationNeeds(dir) ? ": checkpoints cannot be written or activated" : ""),
+      `remount it read-write (\`findmnt -T ${dir.path}\` names the mount), or move ` +
+        `${dir.setting} to a writable file system`,
+    )];
+  });
+  const separate = separateMounts(config.staticPodDir, config.inactiveDir);
+  findings.push(
+    separate
+      ? warning(
+        "mount",
+        subject,
+        `staticPodDir (${separate[0]}) and inactiveDir (${separate[1]}) are on separate mounts: ` +
+          SEPARATE_MOUNTS,
+        moveInactive(`the mount of ${separate[0]} (\`findmnt -T ${separate[0]}\`)`),
+      )
+      : ok(
+        "mount",
+        subject,
+        "staticPodDir and inactiveDir are on one mount: activation hard-links, which needs no " +
+          "free space",
+      ),
+  );
   return findings;
 }
 
@@ -312,7 +339,7 @@ export async function directoryFindings(config: Config): Promise<Finding[]> {
   const dirs = configuredDirs(config);
   return [
     ...(await Promise.all(dirs.map(dirFindings))).flat(),
-    ...await mountFindings(dirs, config),
+    ...mountFindings(dirs, config),
     ...await roomFindings(dirs),
   ];
 }

@@ -104,7 +104,7 @@ Deno.test({
       assertEquals([ready.status, ready.reasons], [503, ["static-pod-dir"]]);
       assertEquals(
         ready.body.error,
-        `static-pod dir ${f.config.staticPodDir}: on a read-only mount (${fs.dir})`,
+        `static-pod dir ${f.config.staticPodDir}: on a read-only file system (${f.config.staticPodDir} refuses writes: EROFS)`,
       );
       await fs.readOnly(false);
       await f.pass();

@@ -3,6 +3,7 @@ import { deepStrictEqual as assertEquals } from "node:assert/strict";
 import { join } from "node:path";
 import { mountOf, parseMountInfo, readOnlyDirs, resolvedPath } from "../../lib/disk/mounts.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { AGENT_PERMISSIONS } from "../../scripts/permissions.ts";
 import { TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
 
 // Lines as a systemd unit with ProtectSystem=strict and ReadWritePaths= sees them.
@@ -50,8 +51,11 @@ Deno.test({
       const dirs = [fs.path("manifests"), fs.path("not/yet/made")];
       assertEquals(readOnlyDirs(dirs), new Map());
       await fs.readOnly(true);
-      const found = `on a read-only mount (${fs.dir})`;
-      assertEquals(readOnlyDirs(dirs), new Map(dirs.map((dir) => [dir, found])));
+      const refused = (at: string) => `on a read-only file system (${at} refuses writes: EROFS)`;
+      assertEquals(
+        readOnlyDirs(dirs),
+        new Map([[dirs[0], refused(dirs[0])], [dirs[1], refused(fs.dir)]]),
+      );
       await fs.readOnly(false);
       assertEquals(readOnlyDirs(dirs), new Map());
     }),
@@ -67,3 +71,60 @@ Deno.test("resolvedPath resolves symlinks, a missing path's through its nearest 
     assertEquals(resolvedPath("/"), "/");
   });
 });
+
+const PROBE = new URL("../helpers/mount_probe.ts", import.meta.url).pathname;
+
+/** readOnlyDirs and separateMounts in a process with the compiled binary's permissions only. */
+async function probeAsTheBinary(readOnly: string[], separate: [string, string]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      ...AGENT_PERMISSIONS.map((p) => p.flag),
+      PROBE,
+      JSON.stringify({ readOnly, separate }),
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assertEquals(out.code, 0, new TextDecoder().decode(out.stderr));
+  return JSON.parse(new TextDecoder().decode(out.stdout));
+}
+
+Deno.test({
+  name:
+    "with the binary's permissions (no /proc), read-only dirs and separate mounts are still seen",
+  ignore: TMPFS_UNAVAILABLE !== undefined,
+  fn: () =>
+    withTmpfs(64 * 1024, async (fs) => {
+      const [manifests, inactive] = [fs.path("manifests"), fs.path("inactive")];
+      await Deno.mkdir(manifests);
+      await Deno.mkdir(inactive);
+      assertEquals(await probeAsTheBinary([manifests], [manifests, inactive]), {
+        readOnly: {},
+        separate: null,
+      });
+      // The inactive dir on a mount of its own, as a unit's own ReadWritePaths= entry makes it.
+      await mountCommand("--bind", inactive, inactive);
+      try {
+        assertEquals(
+          (await probeAsTheBinary([], [manifests, inactive])).separate,
+          [manifests, inactive],
+        );
+      } finally {
+        await mountCommand("-l", inactive);
+      }
+      await fs.readOnly(true);
+      assertEquals((await probeAsTheBinary([manifests], [manifests, inactive])).readOnly, {
+        [manifests]: `on a read-only file system (${manifests} refuses writes: EROFS)`,
+      });
+      // Nothing was created, changed or stamped by asking.
+      await fs.readOnly(false);
+      assertEquals([...Deno.readDirSync(manifests)], []);
+    }),
+});
+
+async function mountCommand(...args: string[]) {
+  const command = args[0] === "-l" ? "umount" : "mount";
+  const out = await new Deno.Command(command, { args }).output();
+  assertEquals(out.code, 0, new TextDecoder().decode(out.stderr));
+}
