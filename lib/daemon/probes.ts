@@ -3,12 +3,14 @@
  * daemon's heartbeat and what the last pass found come in as arguments.
  *
  * Ready means "this node is protected right now": the last pass could ask the container runtime,
- * the agent's configuration is accepted, and every checkpoint directory can be written. The API
+ * the agent's configuration is accepted, every checkpoint directory can be written, and no
+ * checkpoint the agent activated has gone startTimeout without a running copy. The API
  * server being unavailable is the outage the agent exists for and never takes readiness away,
  * not even before a first complete pass; a state dir that cannot be written does not either
  * (activation does not need it), but the body names what is not recorded.
  */
 import { type PassReport, RECORD_OPS } from "../pass/report.ts";
+import type { StalledStart } from "../pass/stalls.ts";
 import type { Config } from "../config/types.ts";
 import { formatInstant, type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Unrecorded } from "../store/agent_stores.ts";
@@ -55,6 +57,7 @@ export const NOT_READY_REASONS = [
   "configuration",
   ...CHECKPOINT_DIRS.map((d) => d.reason),
   "checkpoint-writes",
+  "stalled-start",
 ] as const;
 export type NotReadyReason = typeof NOT_READY_REASONS[number];
 
@@ -88,6 +91,8 @@ export interface Readiness {
   lastCompletePassAt?: string;
   /** Sources that failed in the last pass, as `source kind`, and failed writes. */
   lastPassFailures: string[];
+  /** Checkpoints active for startTimeout whose copy does not run, as of the last pass. */
+  stalledStarts: StalledStart[];
   notRecorded: {
     checkpoints: string[];
     sandboxes: string[];
@@ -173,6 +178,14 @@ function notReady(input: ReadinessInput): NotReady[] {
   for (const failed of failedDirWrites(input)) {
     if (!found.some((f) => f.reason === failed.reason)) found.push(failed);
   }
+  if (report.stalledStarts.length > 0) {
+    const which = report.stalledStarts.map((s) => `${s.id} (active since ${s.activeSince})`);
+    found.push({
+      reason: "stalled-start",
+      message: `no copy runs of ${which.join(", ")} (the kubelet did not start what was ` +
+        "handed to it: the log names the likely causes)",
+    });
+  }
   return found;
 }
 
@@ -197,6 +210,7 @@ export function readiness(input: ReadinessInput): Readiness {
       ? { lastCompletePassAt: formatInstant(input.lastCompletePassAt) }
       : {}),
     lastPassFailures: lastPassFailures(report),
+    stalledStarts: report?.stalledStarts ?? [],
     notRecorded: {
       checkpoints: keys("status"),
       sandboxes: keys("sandboxes"),
