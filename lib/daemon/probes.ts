@@ -42,6 +42,52 @@ export function liveness(
   };
 }
 
+/** What the disk and the CPU may add to a pass whose peers all answered at their deadlines. */
+export const PASS_SLACK_MS = 60_000;
+
+/**
+ * The longest a pass may take when every peer answers only at its deadline: observing waits for
+ * the slowest source (the runtime's version probe and then its listing, the kubelet's two ports,
+ * the API server's list), refreshing secrets and configmaps for one API server timeout (the first
+ * one ends the refresh for that pass), recording the sandbox of a newly active checkpoint for one
+ * runtime call; plus PASS_SLACK_MS. With the default timeouts, 7m10s.
+ */
+export function passDeadlineMs(
+  config: Pick<Config, "runtimeRequestTimeoutMs" | "kubeletTimeoutMs" | "apiTimeoutMs">,
+): number {
+  const observe = Math.max(
+    2 * config.runtimeRequestTimeoutMs,
+    2 * config.kubeletTimeoutMs,
+    config.apiTimeoutMs,
+  );
+  return observe + config.apiTimeoutMs + config.runtimeRequestTimeoutMs + PASS_SLACK_MS;
+}
+
+export interface LoopHeartbeat {
+  /** When the pass under way started; undefined between passes. */
+  passStartedAt?: Instant;
+  /** When the last pass ended; undefined before the first. */
+  lastTick?: Instant;
+  startedAt: Instant;
+  pollIntervalMs: number;
+  passDeadlineMs: number;
+}
+
+/**
+ * Whether the loop is still going, as the systemd watchdog needs it: a pass under way has not
+ * outrun passDeadlineMs, or between passes the next one is due within STALL_INTERVALS poll
+ * intervals (as /healthz says). Unlike /healthz, a pass that waits on a peer's deadline is alive:
+ * killing the agent then would only make its next pass wait on the same peer.
+ */
+export function loopAlive(now: Instant, heartbeat: LoopHeartbeat): boolean {
+  const ms = (n: number) => BigInt(n) * NANOS_PER_MILLI;
+  if (heartbeat.passStartedAt !== undefined) {
+    return now - heartbeat.passStartedAt <= ms(heartbeat.passDeadlineMs);
+  }
+  const since = now - (heartbeat.lastTick ?? heartbeat.startedAt);
+  return since <= ms(STALL_INTERVALS * heartbeat.pollIntervalMs);
+}
+
 /** The directories a checkpoint is written to, each with its reason for being unready. */
 export const CHECKPOINT_DIRS = [
   { key: "staticPodDir", reason: "static-pod-dir", label: "static-pod dir" },
@@ -189,7 +235,8 @@ function notReady(input: ReadinessInput): NotReady[] {
   return found;
 }
 
-function lastPassFailures(report: PassReport | undefined): string[] {
+/** The sources that failed in a pass, as `source kind`, and how many writes failed. */
+export function lastPassFailures(report: PassReport | undefined): string[] {
   if (!report) return [];
   const parts = report.failures.map((f) => `${f.source} ${f.kind}`);
   if (report.errors.length > 0) parts.push(`${report.errors.length} write(s) failed`);
