@@ -7,7 +7,7 @@ import { Agent } from "../pass/agent.ts";
 import { trackedFromStore } from "../pass/observe.ts";
 import type { PassReport } from "../pass/report.ts";
 import type { Config } from "../config/types.ts";
-import type { Clock, Instant } from "../core/time.ts";
+import { type Clock, type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import { readOnlyDirs } from "../disk/mounts.ts";
 import type { Logger } from "../util/log.ts";
 import { HeapTrimmer } from "./memory.ts";
@@ -83,6 +83,11 @@ export class Daemon {
     if (report.complete) this.lastCompletePassAt = now;
     for (const listener of this.#listeners) listener(report);
     return report;
+  }
+
+  /** Whether the daemon was made at least `ms` ago. */
+  startedFor(ms: number): boolean {
+    return this.#clock.now() - this.startedAt >= BigInt(ms) * NANOS_PER_MILLI;
   }
 
   /** Whether the loop is still going, for the systemd watchdog (see probes.ts). */

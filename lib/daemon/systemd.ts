@@ -11,9 +11,10 @@
  * kill an agent whose pass is only waiting on a deadline. So systemd's WatchdogSec= only has to
  * cover a blocked process, and the loop's own bound decides when the pings stop.
  *
- * Before READY=1 the same timer extends the start timeout instead (EXTEND_TIMEOUT_USEC), so that a
- * first pass waiting on a hung runtime is not killed by TimeoutStartSec=, and a first pass that
- * stalls is.
+ * Before READY=1, once the start has taken a watchdog period, the same timer extends the start
+ * timeout instead (EXTEND_TIMEOUT_USEC, by one period): a first pass waiting on a hung runtime is
+ * not killed by TimeoutStartSec=, and a first pass that stalls is, as a running loop would be. A
+ * quick start sends none.
  *
  * A notification that cannot be sent is said once at warn (and once at info when they go through
  * again): it never stops or slows the daemon.
@@ -132,11 +133,14 @@ export class SystemdNotifier {
   }
 
   /**
-   * One tick of the keep-alive timer: WATCHDOG=1 (before READY=1, EXTEND_TIMEOUT_USEC) if the
-   * loop is alive, nothing if not. Resolves once what it sent is out.
+   * One tick of the keep-alive timer: WATCHDOG=1 (before READY=1, EXTEND_TIMEOUT_USEC once the
+   * start is slow) if the loop is alive, nothing if not. Resolves once what it sent is out.
    */
   keepAlive(): Promise<void> {
     if (this.#phase === "stopping") return this.#queue;
+    if (this.#phase === "starting" && !this.#daemon.startedFor(this.#watchdogMs)) {
+      return this.#queue;
+    }
     const alive = this.#daemon.loopAlive();
     if (alive !== this.#alive) {
       this.#alive = alive;

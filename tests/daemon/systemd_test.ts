@@ -6,6 +6,7 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
+import { parseDuration } from "../../lib/config/duration.ts";
 import { passDeadlineMs, STALL_INTERVALS } from "../../lib/daemon/probes.ts";
 import {
   DEFAULT_WATCHDOG_MS,
@@ -81,7 +82,10 @@ async function tick(notifier: SystemdNotifier, inbox: NotifyInbox): Promise<stri
 Deno.test("systemd: READY=1 after the first pass, STATUS= after each, WATCHDOG=1 each tick, STOPPING=1", async () => {
   await withNotifiedDaemon({}, async (f, notifier, inbox, timer) => {
     assertEquals(timer.intervalMs, 1_000, "a third of WATCHDOG_USEC");
-    // Starting: the start timeout is extended by one watchdog period while the loop is alive.
+    // Starting: once the start is slow, the start timeout is extended by one watchdog period
+    // while the loop is alive.
+    assertEquals(await tick(notifier, inbox), []);
+    f.clock.advance(3_000);
     assertEquals(await tick(notifier, inbox), ["EXTEND_TIMEOUT_USEC=3000000"]);
     await f.pass();
     assertEquals(await sent(notifier, inbox), ["READY=1", "STATUS=3 inactive", "WATCHDOG=1"]);
@@ -252,4 +256,19 @@ Deno.test("STATUS: checkpoints by state, failed sources and writes, stalled star
     ),
     "1 active; apiserver unreachable, 1 write(s) failed; 1 stalled start",
   );
+});
+
+Deno.test("the unit is Type=notify, only the agent may notify, and its WatchdogSec= is the default period", async () => {
+  const unit = await Deno.readTextFile(
+    new URL("../../systemd/ckpt-agent.service", import.meta.url),
+  );
+  const value = (key: string) =>
+    unit.split("\n").filter((line) => line.startsWith(`${key}=`)).map((l) =>
+      l.slice(key.length + 1)
+    );
+  assertEquals(value("Type"), ["notify"]);
+  assertEquals(value("NotifyAccess"), ["main"]);
+  assertEquals(value("WatchdogSec").map(parseDuration), [DEFAULT_WATCHDOG_MS]);
+  // The start timeout is extended while the loop is alive, so it is left at its default.
+  assertEquals(value("TimeoutStartSec"), []);
 });
