@@ -9,7 +9,7 @@ import { parse as parseYaml } from "yaml";
 import { AGENT_MALLOC_ENV } from "../../scripts/permissions.ts";
 import { CONFIG_FILE, installSh, run, type Staging, UNIT_FILE, withStaging } from "./tools.ts";
 
-const MAX_EXPOSURE = 2.5;
+const MAX_EXPOSURE = 2.2;
 
 /** The host's vendor units, which `verify --root` needs for sysinit.target and friends. */
 async function hostUnitDir(): Promise<string> {
