@@ -30,8 +30,6 @@ export function notifyAddress(value: string): NotifyAddress | { problem: string 
   };
 }
 
-type ListenDatagram = (options: { transport: "unixpacket" }) => Deno.DatagramConn;
-
 export class NotifySocket {
   #conn?: Deno.DatagramConn;
 
@@ -53,12 +51,12 @@ export class NotifySocket {
 }
 
 function unboundDatagramSocket(): Deno.DatagramConn {
-  const listen = (Deno as { listenDatagram?: ListenDatagram }).listenDatagram;
-  if (typeof listen !== "function") {
+  // Typed as always there; at run time only with the unstable net feature.
+  if (typeof Deno.listenDatagram !== "function") {
     throw new Error(
       "Deno.listenDatagram is missing: this Deno runs without the unstable net feature " +
         '(deno.json "unstable": ["net"], or --unstable-net)',
     );
   }
-  return listen({ transport: "unixpacket" });
+  return Deno.listenDatagram({ transport: "unixpacket" });
 }

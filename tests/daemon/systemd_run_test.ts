@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { SimNode } from "../../lib/sim/node.ts";
 import { agentDenoFlags } from "../../scripts/permissions.ts";
 import { abstractName, NotifyInbox } from "../helpers/notify_inbox.ts";
+import { untilStatusRecords } from "../helpers/sim_node.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
@@ -112,13 +113,7 @@ Deno.test("ckpt-agent run without NOTIFY_SOCKET says nothing of systemd", async 
   try {
     const child = startAgent(await node.writeConfigFile(), {});
     const stderr = new Response(child.stderr).text();
-    const statusDir = join(node.config().stateDir, "status");
-    // Bounded: the first pass writes a status record per parent within a second or two.
-    let records = 0;
-    for (let i = 0; i < 300 && records < 3; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      records = (await Array.fromAsync(Deno.readDir(statusDir)).catch(() => [])).length;
-    }
+    const records = await untilStatusRecords(node, 3);
     child.kill("SIGTERM");
     const status = await child.status;
     const log = await stderr;
