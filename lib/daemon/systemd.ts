@@ -20,11 +20,11 @@
  * again): it never stops or slows the daemon.
  */
 import type { PassReport } from "../pass/report.ts";
-import { STATUS_STATES } from "../store/status_record.ts";
+import type { StatusState } from "../store/status_record.ts";
 import type { Logger } from "../util/log.ts";
 import type { Daemon } from "./daemon.ts";
 import { notifyAddress, NotifySocket } from "./notify_socket.ts";
-import { lastPassFailures } from "./probes.ts";
+import { lastPassFailures, type NotReadyReason } from "./probes.ts";
 
 /** The watchdog period when systemd gives none: the unit's WatchdogSec=. */
 export const DEFAULT_WATCHDOG_MS = 30_000;
@@ -77,9 +77,27 @@ export function watchdogMs(env: SystemdEnv, pid: number, log: Logger): number {
   return usec / 1000;
 }
 
-/** `3 active, 1 inactive; apiserver unreachable; 1 stalled start`. */
-export function statusLine(states: readonly string[], report: PassReport): string {
-  const counts = STATUS_STATES
+/** The order STATUS counts checkpoints in: those served from copies first. Every state. */
+export const STATUS_ORDER: readonly StatusState[] = [
+  "active",
+  "active-grace",
+  "self-checkpoint",
+  "inactive-grace",
+  "inactive",
+  "none",
+];
+
+/**
+ * One line on the last pass: checkpoints by state, then the sources that failed and the writes,
+ * the stalled starts, and why the node is not protected if it is not, e.g. `2 active, 1 inactive;
+ * apiserver unreachable` or `3 inactive; 1 write(s) failed; not ready: static-pod-dir`.
+ */
+export function statusLine(
+  states: readonly StatusState[],
+  report: PassReport,
+  notReady: readonly NotReadyReason[],
+): string {
+  const counts = STATUS_ORDER
     .map((state) => [state, states.filter((s) => s === state).length] as const)
     .filter(([, n]) => n > 0)
     .map(([state, n]) => `${n} ${state}`);
@@ -88,6 +106,8 @@ export function statusLine(states: readonly string[], report: PassReport): strin
   if (failures.length > 0) parts.push(failures.join(", "));
   const stalled = report.stalledStarts.length;
   if (stalled > 0) parts.push(`${stalled} stalled start${stalled === 1 ? "" : "s"}`);
+  const reasons = notReady.filter((reason) => reason !== "stalled-start");
+  if (reasons.length > 0) parts.push(`not ready: ${reasons.join(", ")}`);
   return parts.join("; ");
 }
 
@@ -165,7 +185,8 @@ export class SystemdNotifier {
       void this.#send("READY=1");
     }
     const states = this.#daemon.stores.status.list().map((record) => record.state);
-    void this.#send(`STATUS=${statusLine(states, report)}`);
+    const notReady = this.#daemon.readiness().notReady.map((n) => n.reason);
+    void this.#send(`STATUS=${statusLine(states, report, notReady)}`);
     if (first) void this.keepAlive();
   }
 

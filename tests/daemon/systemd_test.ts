@@ -11,6 +11,7 @@ import { passDeadlineMs, STALL_INTERVALS } from "../../lib/daemon/probes.ts";
 import {
   DEFAULT_WATCHDOG_MS,
   type Every,
+  STATUS_ORDER,
   statusLine,
   type SystemdEnv,
   SystemdNotifier,
@@ -18,6 +19,7 @@ import {
 } from "../../lib/daemon/systemd.ts";
 import { notifyAddress } from "../../lib/daemon/notify_socket.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
+import { STATUS_STATES } from "../../lib/store/status_record.ts";
 import { DaemonFixture, LogCapture } from "../admin/harness.ts";
 import { abstractName, NotifyInbox } from "../helpers/notify_inbox.ts";
 
@@ -237,13 +239,14 @@ Deno.test("WATCHDOG_USEC: the period when it is for this process, else the unit'
   assertEquals(log.lines.length, 5);
 });
 
-Deno.test("STATUS: checkpoints by state, failed sources and writes, stalled starts", () => {
+Deno.test("STATUS: checkpoints by state, copies first; failed sources and writes; stalled starts; why not ready", () => {
   const report = (over: Partial<PassReport>) =>
     ({ failures: [], errors: [], stalledStarts: [], ...over }) as unknown as PassReport;
-  assertEquals(statusLine([], report({})), "no checkpoints");
+  assertEquals([...STATUS_ORDER].sort(), [...STATUS_STATES].sort());
+  assertEquals(statusLine([], report({}), []), "no checkpoints");
   assertEquals(
-    statusLine(["inactive", "active", "active", "inactive-grace"], report({})),
-    "1 inactive, 1 inactive-grace, 2 active",
+    statusLine(["inactive", "active", "active", "inactive-grace"], report({}), []),
+    "2 active, 1 inactive-grace, 1 inactive",
   );
   assertEquals(
     statusLine(
@@ -253,8 +256,13 @@ Deno.test("STATUS: checkpoints by state, failed sources and writes, stalled star
         errors: [{ op: "status", message: "" }],
         stalledStarts: [{ id: "a/b", activeSince: "", copy: "" }],
       }),
+      ["stalled-start"],
     ),
     "1 active; apiserver unreachable, 1 write(s) failed; 1 stalled start",
+  );
+  assertEquals(
+    statusLine(["inactive"], report({}), ["static-pod-dir", "secrets-dir"]),
+    "1 inactive; not ready: static-pod-dir, secrets-dir",
   );
 });
 
