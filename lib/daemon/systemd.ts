@@ -32,6 +32,9 @@ export const DEFAULT_WATCHDOG_MS = 30_000;
 /** Pings per watchdog period: one late timer still leaves a ping within it. */
 export const PINGS_PER_PERIOD = 3;
 
+/** However short a period systemd asks for, the timer never spins. */
+const MIN_PING_INTERVAL_MS = 10;
+
 /** Messages waiting behind one that does not go out (systemd's queue full) before more are dropped. */
 const MAX_PENDING = 16;
 
@@ -141,7 +144,7 @@ export class SystemdNotifier {
     this.#socket = socket;
     this.#log = opts.log;
     this.#watchdogMs = watchdogMs(opts.env, opts.pid, opts.log);
-    const intervalMs = this.#watchdogMs / PINGS_PER_PERIOD;
+    const intervalMs = Math.max(MIN_PING_INTERVAL_MS, this.#watchdogMs / PINGS_PER_PERIOD);
     this.#stopTimer = (opts.every ?? realEvery)(intervalMs, () => void this.keepAlive());
     // The listener must never throw: it runs inside the daemon's pass.
     opts.daemon.onPass((report) => this.#passed(report));

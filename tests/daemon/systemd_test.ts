@@ -150,8 +150,10 @@ Deno.test("systemd: a pass hung on a peer past its deadline stops the pings, whi
   });
 });
 
-Deno.test("systemd: an abstract socket (@name)", async () => {
-  await withNotifiedDaemon({ at: abstractName() }, async (f, notifier, inbox) => {
+Deno.test("systemd: an abstract socket (@name); a period of microseconds does not spin the timer", async () => {
+  const env = { WATCHDOG_USEC: "3" };
+  await withNotifiedDaemon({ at: abstractName(), env }, async (f, notifier, inbox, timer) => {
+    assertEquals(timer.intervalMs, 10);
     await f.pass();
     assertEquals(await sent(notifier, inbox), ["READY=1", "STATUS=3 inactive", "WATCHDOG=1"]);
   });
