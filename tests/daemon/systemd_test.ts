@@ -6,7 +6,8 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import { parseDuration } from "../../lib/config/duration.ts";
+import { formatDuration, parseDuration } from "../../lib/config/duration.ts";
+import { defaultConfig } from "../../lib/config/load.ts";
 import { passDeadlineMs, STALL_INTERVALS } from "../../lib/daemon/probes.ts";
 import {
   DEFAULT_WATCHDOG_MS,
@@ -281,4 +282,12 @@ Deno.test("the unit is Type=notify, only the agent may notify, and its WatchdogS
   assertEquals(value("WatchdogSec").map(parseDuration), [DEFAULT_WATCHDOG_MS]);
   // The start timeout is extended while the loop is alive, so it is left at its default.
   assertEquals(value("TimeoutStartSec"), []);
+});
+
+Deno.test("a pass may wait on its peers' deadlines for 7m10s with the default timeouts (the docs say so)", () => {
+  const config = defaultConfig("cp-1");
+  assertEquals(formatDuration(passDeadlineMs(config)), "7m10s");
+  // Longer timeouts, a longer bound: the watchdog never kills a pass for waiting on them.
+  const slow = { ...config, runtimeRequestTimeoutMs: 10 * 60_000 };
+  assert(passDeadlineMs(slow) > 3 * slow.runtimeRequestTimeoutMs);
 });
