@@ -20,14 +20,15 @@ export const AGENT_PERMISSIONS: readonly PermissionFlag[] = [
   {
     flag: "--allow-write",
     why: "manifests, secret and configmap files (and their owners), state records, the lock " +
-      "file, and the CRI socket (connecting to a unix socket needs write access to it) — at " +
-      "paths the configuration chooses at run time",
+      "file, the CRI socket and systemd's notification socket (connecting or sending to a unix " +
+      "socket needs write access to it) — at paths the configuration and systemd choose at run " +
+      "time",
   },
   {
     flag: "--allow-net",
     why: "the API server and the kubelet at whatever address the kubeconfig and configuration " +
-      "give, the CRI runtime's unix socket (Deno checks unix sockets as network access), and " +
-      "the admin endpoint's listening address",
+      "give, the CRI runtime's unix socket and systemd's notification socket (Deno checks unix " +
+      "sockets as network access), and the admin endpoint's listening address",
   },
   {
     flag: "--allow-env",
@@ -76,7 +77,9 @@ export const AGENT_MALLOC_ENV: Readonly<Record<string, string>> = {
 /**
  * The Deno flags the agent runs with, compiled (baked in by `deno compile`) or from source
  * (`deno task demo`, `deno task agent-strict`): its permissions, and a missing one is an error,
- * never a prompt on an operator's terminal; then its V8 flags.
+ * never a prompt on an operator's terminal; then its V8 flags. The unstable "net" feature the
+ * agent needs (lib/daemon/notify_socket.ts) is no flag here: deno.json's `unstable` turns it on
+ * for every deno command run in this tree, and `deno compile` bakes it in.
  */
 export function agentDenoFlags(): string[] {
   return [

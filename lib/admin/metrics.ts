@@ -3,8 +3,9 @@
  * two daemons in one process — as in tests — never share counters).
  *
  * Counters and the duration histogram are fed by every pass the daemon runs (`onPass`); gauges
- * that describe the present (checkpoints by state, sandbox checkpoints, last pass times) are read
- * from the daemon when scraped, so they are never stale.
+ * that describe the present (checkpoints by state, sandbox checkpoints, last pass times, stalled
+ * starts) are read from the daemon when scraped, so they are never stale, and so are the
+ * certificates' expiries, from their files.
  *
  * prom-client's default metrics are left out: under Deno the `nodejs_*` series describe Node
  * internals Deno only emulates (active handles and requests always read 0), and process CPU and
@@ -18,6 +19,7 @@ import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import { STATUS_STATES } from "../store/status_record.ts";
 import { NOT_READY_REASONS } from "../daemon/probes.ts";
+import { certificateExpiries } from "../sources/certificates.ts";
 
 const PREFIX = "ckpt_agent_";
 
@@ -142,6 +144,26 @@ export class AdminMetrics {
         const unrecorded = daemon.stores.unrecorded();
         for (const store of ["status", "sandboxes"] as const) {
           g.set({ store }, unrecorded.filter((u) => u.store === store).length);
+        }
+      },
+    );
+    this.#readAtScrape(
+      `${PREFIX}stalled_checkpoints`,
+      "Checkpoints active for startTimeout whose copy the runtime does not run, as of the last " +
+        "pass (0 while the runtime does not answer: nothing is judged).",
+      [],
+      (g) => g.set(daemon.lastReport?.stalledStarts.length ?? 0),
+    );
+    this.#readAtScrape(
+      `${PREFIX}certificate_expiry_timestamp_seconds`,
+      "When a certificate the agent uses expires (notAfter, first of a chain or bundle): the " +
+        "kubeconfig's client certificate and cluster CA, the kubelet CA file; read from the files " +
+        "when scraped, absent when not configured or not readable.",
+      ["certificate"],
+      (g) => {
+        g.reset();
+        for (const [certificate, notAfter] of certificateExpiries(daemon.config)) {
+          g.set({ certificate }, notAfter.getTime() / 1000);
         }
       },
     );

@@ -15,6 +15,7 @@ import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { Daemon } from "../daemon/daemon.ts";
+import { type SystemdEnv, SystemdNotifier } from "../daemon/systemd.ts";
 import { connectNode } from "../sources/node.ts";
 import { AgentStores } from "../store/agent_stores.ts";
 import { formatPassReport, formatPlan } from "./report.ts";
@@ -34,14 +35,25 @@ export function logPassSummary(log: Logger, report: PassReport) {
   else log.warn("pass degraded", fields);
 }
 
+/** What systemd passes a service to notify it (lib/daemon/systemd.ts). */
+function systemdEnv(): SystemdEnv {
+  return {
+    NOTIFY_SOCKET: Deno.env.get("NOTIFY_SOCKET"),
+    WATCHDOG_USEC: Deno.env.get("WATCHDOG_USEC"),
+    WATCHDOG_PID: Deno.env.get("WATCHDOG_PID"),
+  };
+}
+
 /**
  * The daemon until SIGTERM or SIGINT; the pass under way always finishes, and the admin endpoint
- * stops after it.
+ * stops after it. systemd, when it started the agent, is told how it goes.
  */
 async function runDaemon(daemon: Daemon, adminListen: ListenAddress, log: Logger) {
   const stop = new AbortController();
+  const systemd = SystemdNotifier.start({ daemon, env: systemdEnv(), pid: Deno.pid, log });
   const onSignal = () => {
     log.info("stopping after the current pass");
+    systemd?.stopping();
     stop.abort();
   };
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
@@ -53,7 +65,9 @@ async function runDaemon(daemon: Daemon, adminListen: ListenAddress, log: Logger
     await daemon.loop(stop.signal);
   } finally {
     for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
+    systemd?.stopping();
     await admin?.close();
+    await systemd?.close();
   }
   log.info("stopped");
 }

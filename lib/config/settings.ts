@@ -197,6 +197,14 @@ export const SETTINGS = {
     default: "1m",
     help: "how often secrets and configmaps are fetched again (also whenever a manifest changes)",
   }),
+  startTimeout: setting({
+    flag: "start-timeout",
+    kind: timeout,
+    field: "startTimeoutMs",
+    default: "2m",
+    help:
+      "an active checkpoint with no running copy this long after its activation is a stalled start",
+  }),
   namespace: setting({
     flag: "namespace",
     kind: namespaceList,

@@ -40,3 +40,11 @@ export function parseValidId(id: string): IdParts | undefined {
 export function compareIds(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
+
+/**
+ * The id under which the kubelet runs the checkpoint `id` once it is in the static-pod dir: a
+ * static pod is named `<name>-<nodeName>` (the node name lowercased, which a valid one is).
+ */
+export function copyPodId(id: string, nodeName: string): string {
+  return `${id}-${nodeName}`;
+}

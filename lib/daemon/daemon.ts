@@ -2,12 +2,12 @@
  * The daemon around the agent: a pass every poll interval, one pass at a time (the loop and
  * `POST /v1/reconcile` share it), and what the admin endpoint reports about the loop.
  */
-import { CHECKPOINT_DIRS, type Readiness, readiness } from "./probes.ts";
+import { CHECKPOINT_DIRS, loopAlive, passDeadlineMs, type Readiness, readiness } from "./probes.ts";
 import { Agent } from "../pass/agent.ts";
 import { trackedFromStore } from "../pass/observe.ts";
 import type { PassReport } from "../pass/report.ts";
 import type { Config } from "../config/types.ts";
-import type { Clock, Instant } from "../core/time.ts";
+import { type Clock, type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import { readOnlyDirs } from "../disk/mounts.ts";
 import type { Logger } from "../util/log.ts";
 import { HeapTrimmer } from "./memory.ts";
@@ -25,6 +25,10 @@ export class Daemon {
   readonly #heap = new HeapTrimmer();
   /** The pass under way (or the last one): passes queue behind it. */
   #current: Promise<unknown> = Promise.resolve();
+  /** When the daemon was made: the heartbeat is measured from here until the first pass. */
+  readonly startedAt: Instant;
+  /** When the pass under way started; undefined between passes. */
+  #passStartedAt?: Instant;
   /** When a pass last finished, complete or not: the loop's heartbeat. */
   lastTick?: Instant;
   lastReport?: PassReport;
@@ -50,6 +54,7 @@ export class Daemon {
     this.#clock = opts.clock;
     this.#log = opts.log;
     this.#lockProblem = opts.lockProblem;
+    this.startedAt = opts.clock.now();
   }
 
   onPass(listener: PassListener) {
@@ -64,7 +69,13 @@ export class Daemon {
   }
 
   async #pass(): Promise<PassReport> {
-    const report = await this.agent.pass(this.stores);
+    this.#passStartedAt = this.#clock.now();
+    let report: PassReport;
+    try {
+      report = await this.agent.pass(this.stores);
+    } finally {
+      this.#passStartedAt = undefined;
+    }
     this.#readOnlyDirs = readOnlyDirs(CHECKPOINT_DIRS.map((d) => this.config[d.key]));
     const now = this.#clock.now();
     this.lastTick = now;
@@ -72,6 +83,22 @@ export class Daemon {
     if (report.complete) this.lastCompletePassAt = now;
     for (const listener of this.#listeners) listener(report);
     return report;
+  }
+
+  /** Whether the daemon was made at least `ms` ago. */
+  startedFor(ms: number): boolean {
+    return this.#clock.now() - this.startedAt >= BigInt(ms) * NANOS_PER_MILLI;
+  }
+
+  /** Whether the loop is still going, for the systemd watchdog (see probes.ts). */
+  loopAlive(): boolean {
+    return loopAlive(this.#clock.now(), {
+      passStartedAt: this.#passStartedAt,
+      lastTick: this.lastTick,
+      startedAt: this.startedAt,
+      pollIntervalMs: this.config.pollIntervalMs,
+      passDeadlineMs: passDeadlineMs(this.config),
+    });
   }
 
   /** Whether the node is protected now, as of the last pass (see probes.ts). */

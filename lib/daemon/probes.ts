@@ -3,12 +3,14 @@
  * daemon's heartbeat and what the last pass found come in as arguments.
  *
  * Ready means "this node is protected right now": the last pass could ask the container runtime,
- * the agent's configuration is accepted, and every checkpoint directory can be written. The API
+ * the agent's configuration is accepted, every checkpoint directory can be written, and no
+ * checkpoint the agent activated has gone startTimeout without a running copy. The API
  * server being unavailable is the outage the agent exists for and never takes readiness away,
  * not even before a first complete pass; a state dir that cannot be written does not either
  * (activation does not need it), but the body names what is not recorded.
  */
 import { type PassReport, RECORD_OPS } from "../pass/report.ts";
+import type { StalledStart } from "../pass/stalls.ts";
 import type { Config } from "../config/types.ts";
 import { formatInstant, type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Unrecorded } from "../store/agent_stores.ts";
@@ -40,6 +42,52 @@ export function liveness(
   };
 }
 
+/** What the disk and the CPU may add to a pass whose peers all answered at their deadlines. */
+export const PASS_SLACK_MS = 60_000;
+
+/**
+ * The longest a pass may take when every peer answers only at its deadline: observing waits for
+ * the slowest source (the runtime's version probe and then its listing, the kubelet's two ports,
+ * the API server's list), refreshing secrets and configmaps for one API server timeout (the first
+ * one ends the refresh for that pass), recording the sandbox of a newly active checkpoint for one
+ * runtime call; plus PASS_SLACK_MS. With the default timeouts, 7m10s.
+ */
+export function passDeadlineMs(
+  config: Pick<Config, "runtimeRequestTimeoutMs" | "kubeletTimeoutMs" | "apiTimeoutMs">,
+): number {
+  const observe = Math.max(
+    2 * config.runtimeRequestTimeoutMs,
+    2 * config.kubeletTimeoutMs,
+    config.apiTimeoutMs,
+  );
+  return observe + config.apiTimeoutMs + config.runtimeRequestTimeoutMs + PASS_SLACK_MS;
+}
+
+export interface LoopHeartbeat {
+  /** When the pass under way started; undefined between passes. */
+  passStartedAt?: Instant;
+  /** When the last pass ended; undefined before the first. */
+  lastTick?: Instant;
+  startedAt: Instant;
+  pollIntervalMs: number;
+  passDeadlineMs: number;
+}
+
+/**
+ * Whether the loop is still going, as the systemd watchdog needs it: a pass under way has not
+ * outrun passDeadlineMs, or between passes the next one is due within STALL_INTERVALS poll
+ * intervals (as /healthz says). Unlike /healthz, a pass that waits on a peer's deadline is alive:
+ * killing the agent then would only make its next pass wait on the same peer.
+ */
+export function loopAlive(now: Instant, heartbeat: LoopHeartbeat): boolean {
+  const ms = (n: number) => BigInt(n) * NANOS_PER_MILLI;
+  if (heartbeat.passStartedAt !== undefined) {
+    return now - heartbeat.passStartedAt <= ms(heartbeat.passDeadlineMs);
+  }
+  const since = now - (heartbeat.lastTick ?? heartbeat.startedAt);
+  return since <= ms(STALL_INTERVALS * heartbeat.pollIntervalMs);
+}
+
 /** The directories a checkpoint is written to, each with its reason for being unready. */
 export const CHECKPOINT_DIRS = [
   { key: "staticPodDir", reason: "static-pod-dir", label: "static-pod dir" },
@@ -55,6 +103,7 @@ export const NOT_READY_REASONS = [
   "configuration",
   ...CHECKPOINT_DIRS.map((d) => d.reason),
   "checkpoint-writes",
+  "stalled-start",
 ] as const;
 export type NotReadyReason = typeof NOT_READY_REASONS[number];
 
@@ -88,6 +137,8 @@ export interface Readiness {
   lastCompletePassAt?: string;
   /** Sources that failed in the last pass, as `source kind`, and failed writes. */
   lastPassFailures: string[];
+  /** Checkpoints active for startTimeout whose copy does not run, as of the last pass. */
+  stalledStarts: StalledStart[];
   notRecorded: {
     checkpoints: string[];
     sandboxes: string[];
@@ -173,10 +224,19 @@ function notReady(input: ReadinessInput): NotReady[] {
   for (const failed of failedDirWrites(input)) {
     if (!found.some((f) => f.reason === failed.reason)) found.push(failed);
   }
+  if (report.stalledStarts.length > 0) {
+    const which = report.stalledStarts.map((s) => `${s.id} (active since ${s.activeSince})`);
+    found.push({
+      reason: "stalled-start",
+      message: `no copy runs of ${which.join(", ")} (the kubelet did not start what was ` +
+        "handed to it: the log names the likely causes)",
+    });
+  }
   return found;
 }
 
-function lastPassFailures(report: PassReport | undefined): string[] {
+/** The sources that failed in a pass, as `source kind`, and how many writes failed. */
+export function lastPassFailures(report: PassReport | undefined): string[] {
   if (!report) return [];
   const parts = report.failures.map((f) => `${f.source} ${f.kind}`);
   if (report.errors.length > 0) parts.push(`${report.errors.length} write(s) failed`);
@@ -197,6 +257,7 @@ export function readiness(input: ReadinessInput): Readiness {
       ? { lastCompletePassAt: formatInstant(input.lastCompletePassAt) }
       : {}),
     lastPassFailures: lastPassFailures(report),
+    stalledStarts: report?.stalledStarts ?? [],
     notRecorded: {
       checkpoints: keys("status"),
       sandboxes: keys("sandboxes"),

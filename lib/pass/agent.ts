@@ -7,12 +7,15 @@
  * - apply: write the checkpoints of the parents seen (checkpoints.ts), then stop, start and
  *   remove (converge.ts), converging every tracked checkpoint to its action;
  * - persist (persist.ts): one status record per tracked checkpoint, and the sandboxes of active
- *   checkpoints.
+ *   checkpoints;
+ * - judge (stalls.ts): which started checkpoints have had no running copy for startTimeout.
  *
- * `plan()` is the first two phases alone and writes nothing; `pass()` is all four. Every byte
+ * `plan()` is the first two phases alone and writes nothing; `pass()` is all five. Every byte
  * the agent writes is written by a function these phases call directly.
  */
+import { join } from "node:path";
 import type { Config } from "../config/types.ts";
+import { podId } from "../core/pod.ts";
 import { type PassResult, runPass } from "../core/pass.ts";
 import type { Clock, Instant } from "../core/time.ts";
 import { totalBytesWritten } from "../disk/atomic_write.ts";
@@ -20,7 +23,7 @@ import type { NodeSources } from "../sources/node.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
 import type { Logger } from "../util/log.ts";
 import { CheckpointWriter } from "./checkpoints.ts";
-import { converge } from "./converge.ts";
+import { converge, desiredActions } from "./converge.ts";
 import { ManifestDirChecks } from "./manifest_dirs.ts";
 import { ManifestNamer } from "./names.ts";
 import {
@@ -32,6 +35,7 @@ import {
 import { recordAll, trackSandboxes, trackStatus } from "./persist.ts";
 import { type AppliedAction, type PassReport, plannedReport } from "./report.ts";
 import { SourceFailureLog } from "./source_failures.ts";
+import { StalledStartLog, stalledStarts } from "./stalls.ts";
 import { Writes } from "./writes.ts";
 
 export interface AgentOptions {
@@ -63,6 +67,7 @@ export class Agent {
   readonly #dirs: ManifestDirChecks;
   readonly #names: ManifestNamer;
   readonly #checkpoints: CheckpointWriter;
+  readonly #stalls: StalledStartLog;
 
   constructor(opts: AgentOptions) {
     const { config, sources, clock, log } = opts;
@@ -79,6 +84,7 @@ export class Agent {
       writes: this.#writes,
       failures: this.#failures,
     });
+    this.#stalls = new StalledStartLog(config, log);
   }
 
   /** The file name of a checkpoint's manifests; undefined before a pass has placed it. */
@@ -101,6 +107,7 @@ export class Agent {
     const planned = await this.#observeAndPlan(trackedFromStore(stores.status));
     await this.#apply(planned);
     await this.#persist(stores, planned);
+    this.#judgeStarts(stores, planned);
     return this.#finish(planned);
   }
 
@@ -136,6 +143,30 @@ export class Agent {
       });
     }
     await recordAll(stores, report, this.#writes, log);
+  }
+
+  #judgeStarts(stores: AgentStores, { obs, result, report }: Planned) {
+    const { config } = this.#opts;
+    const runtimeAnswered = obs.input.observations.runtimeAvailable;
+    const started = new Set(
+      [...desiredActions(result)].filter(([, action]) => action === "start").map(([id]) => id),
+    );
+    report.stalledStarts = stalledStarts({
+      records: stores.status.list(),
+      started,
+      running: runtimeAnswered ? obs.running : undefined,
+      nodeName: config.nodeName,
+      now: obs.input.now,
+      startTimeoutMs: config.startTimeoutMs,
+    });
+    const { activeCheckpoints, inactiveCheckpoints } = obs.input.observations;
+    this.#stalls.judged(runtimeAnswered ? report.stalledStarts : undefined, (id) => {
+      const file = this.#names.fileOf(id);
+      return {
+        ...(file !== undefined ? { file: join(config.staticPodDir, file) } : {}),
+        pod: [...activeCheckpoints, ...inactiveCheckpoints].find((pod) => podId(pod) === id),
+      };
+    });
   }
 
   #finish({ started, bytesBefore, report }: Planned): PassReport {

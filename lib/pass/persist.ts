@@ -5,6 +5,7 @@
  * makes the pass incomplete.
  */
 import type { PassResult, StateChange } from "../core/pass.ts";
+import { copyPodId } from "../core/ids.ts";
 import { explainChange } from "../core/reasons.ts";
 import { actionOf, type CheckpointState } from "../core/state.ts";
 import { formatInstant, type Instant } from "../core/time.ts";
@@ -72,11 +73,6 @@ export function trackStatus(stores: AgentStores, result: PassResult, now: Instan
   }
 }
 
-/** The kubelet runs a static pod `<name>` as `<name>-<nodeName>`. */
-function staticPodName(id: string, nodeName: string): string {
-  return `${id.split("/")[1]}-${nodeName}`;
-}
-
 /** Keeps the sandboxes that run active checkpoints, and forgets the others. */
 export async function trackSandboxes(
   stores: AgentStores,
@@ -88,7 +84,7 @@ export async function trackSandboxes(
   const wanted = new Set<string>();
   for (const [id, action] of desiredActions(result)) {
     if (action !== "start") continue;
-    const copy = runningById.get(`${id.split("/")[0]}/${staticPodName(id, node.nodeName)}`);
+    const copy = runningById.get(copyPodId(id, node.nodeName));
     for (const sandboxId of copy?.sandboxIds ?? []) wanted.add(sandboxId);
   }
   const known = new Set(stores.sandboxes.list());

@@ -8,6 +8,7 @@ import { explainChange } from "../core/reasons.ts";
 import { type PlanDocument, planDocument } from "../core/snapshot.ts";
 import { formatInstant, type Instant } from "../core/time.ts";
 import type { SourceFailure } from "../sources/types.ts";
+import type { StalledStart } from "./stalls.ts";
 
 export interface AppliedAction {
   op: "checkpoint" | "files" | "start" | "stop" | "remove" | "sandbox-record" | "sandbox-forget";
@@ -33,6 +34,11 @@ export interface PassReport {
   errors: PassError[];
   /** Everything the pass wrote: manifests, stored files, status and sandbox records. */
   bytesWritten: number;
+  /**
+   * Checkpoints active for startTimeout whose copy does not run (stalls.ts); empty when the
+   * runtime did not answer, and in a dry run.
+   */
+  stalledStarts: StalledStart[];
 }
 
 /** The pass-error ops of records the state dir could not take; the others are checkpoint writes. */
@@ -59,5 +65,6 @@ export function plannedReport(
     applied: [],
     errors: [],
     bytesWritten: 0,
+    stalledStarts: [],
   };
 }

@@ -125,14 +125,19 @@ const PEM_BLOCKS: Record<PemKind, RegExp> = {
   "private key": /-----BEGIN ([A-Z]+ )?PRIVATE KEY-----[\s\S]*?-----END \1?PRIVATE KEY-----/,
 };
 
+/** The PEM certificate blocks of a file's text, in order (a chain, or a CA bundle). */
+export function certificateBlocks(text: string): string[] {
+  return text.match(PEM_BLOCKS.certificate) ?? [];
+}
+
 /**
  * The blocks of the wanted kind, checked: every certificate (a chain or a CA bundle), or the one
  * private key. The kubelet keeps certificate and key in one file
  * (kubelet-client-current.pem), so both fields may name the same file.
  */
 function extractPem(field: string, origin: string, text: string, kind: PemKind): string {
-  const blocks = text.match(PEM_BLOCKS[kind]);
-  if (!blocks) throw new FieldError(field, `${origin} holds no PEM ${kind}`);
+  const blocks = kind === "certificate" ? certificateBlocks(text) : text.match(PEM_BLOCKS[kind]);
+  if (!blocks?.length) throw new FieldError(field, `${origin} holds no PEM ${kind}`);
   const pem = kind === "certificate" ? `${blocks.join("\n")}\n` : `${blocks[0]}\n`;
   try {
     if (kind === "certificate") new X509Certificate(blocks[0]);

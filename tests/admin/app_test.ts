@@ -56,6 +56,7 @@ Deno.test("readyz: 503 until the first pass has finished, then 200 with how it w
         ready: false,
         notReady: [{ reason: "no-pass", message: "no pass has finished yet" }],
         lastPassFailures: [],
+        stalledStarts: [],
         notRecorded: { checkpoints: [], sandboxes: [] },
       },
       headers: ready.headers,
@@ -71,6 +72,7 @@ Deno.test("readyz: 503 until the first pass has finished, then 200 with how it w
       lastPassComplete: true,
       lastCompletePassAt: formatInstant(START),
       lastPassFailures: [],
+      stalledStarts: [],
       notRecorded: { checkpoints: [], sandboxes: [] },
     }]);
   });

@@ -3,6 +3,12 @@
  * names, types, label sets and values.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { dirname, join } from "node:path";
+import "reflect-metadata";
+import * as x509 from "@peculiar/x509";
+import { KUBELET_CA_OFF } from "../../lib/config/types.ts";
+import { writeKubeconfig } from "../../lib/sim/pki.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
 import { PASS_DURATION_BUCKETS } from "../../lib/admin/metrics.ts";
 import { NOT_READY_REASONS } from "../../lib/daemon/probes.ts";
@@ -43,6 +49,8 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       ckpt_agent_ready: "gauge",
       ckpt_agent_not_ready: "gauge",
       ckpt_agent_unrecorded_records: "gauge",
+      ckpt_agent_stalled_checkpoints: "gauge",
+      ckpt_agent_certificate_expiry_timestamp_seconds: "gauge",
       process_start_time_seconds: "gauge",
       process_resident_memory_bytes: "gauge",
     });
@@ -64,6 +72,7 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       assertEquals(sampleValue(m, "ckpt_agent_unrecorded_records", { store }), 0);
     }
     assertEquals(m.get("ckpt_agent_state_transitions_total")!.samples, []);
+    assertEquals(sampleValue(m, "ckpt_agent_stalled_checkpoints"), 0);
     assert(sampleValue(m, "process_resident_memory_bytes")! > 0);
     assert(sampleValue(m, "process_start_time_seconds")! > 1e9);
   });
@@ -175,6 +184,73 @@ Deno.test("metrics: failed writes are counted by operation, and make the pass de
     for (const reason of NOT_READY_REASONS) {
       const expected = reason === "secrets-dir" || reason === "configmaps-dir" ? 1 : 0;
       assertEquals(sampleValue(after, "ckpt_agent_not_ready", { reason }), expected, reason);
+    }
+  });
+});
+
+/** A self-signed certificate valid until `notAfter` (second precision, as X.509 keeps it). */
+async function certificateUntil(notAfter: Date): Promise<string> {
+  const algorithm = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" };
+  const keys = await crypto.subtle.generateKey(algorithm, true, ["sign", "verify"]);
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    name: "CN=expiry-test",
+    keys,
+    signingAlgorithm: algorithm,
+    notBefore: new Date(notAfter.getTime() - 86_400_000),
+    notAfter,
+  });
+  return `${cert.toString("pem")}\n`;
+}
+
+function notAfterOf(pem: string): number {
+  return new x509.X509Certificate(pem).notAfter.getTime() / 1000;
+}
+
+async function expiries(f: ServedFixture): Promise<Record<string, number>> {
+  const family = (await scrape(f)).get("ckpt_agent_certificate_expiry_timestamp_seconds")!;
+  return Object.fromEntries(family.samples.map((s) => [s.labels.certificate, s.value]));
+}
+
+Deno.test("metrics: when the client certificate, the cluster CA and the kubelet CA expire, read when scraped", async () => {
+  await withServedDaemon({}, async (f) => {
+    const dir = dirname(f.config.kubeconfig);
+    const [client, ca, kubeletCa] = await Promise.all(
+      [join(dir, "client.crt"), join(dir, "ca.crt"), f.config.kubeletCaFile!].map((file) =>
+        Deno.readTextFile(file)
+      ),
+    );
+    assertEquals(await expiries(f), {
+      client: notAfterOf(client),
+      "cluster-ca": notAfterOf(ca),
+      "kubelet-ca": notAfterOf(kubeletCa),
+    });
+
+    // A bundle: the certificate that expires first counts, whatever its place.
+    const soon = new Date(Date.UTC(2027, 0, 15, 12, 0, 0));
+    const later = new Date(Date.UTC(2030, 5, 1));
+    const bundle = await certificateUntil(later) + await certificateUntil(soon);
+    await Deno.writeTextFile(f.config.kubeletCaFile!, bundle);
+    assertEquals((await expiries(f))["kubelet-ca"], soon.getTime() / 1000);
+
+    // Gone: no series, rather than a stale or a zero one.
+    await Deno.remove(f.config.kubeletCaFile!);
+    assertEquals(Object.keys(await expiries(f)).sort(), ["client", "cluster-ca"]);
+  });
+});
+
+Deno.test("metrics: no expiry series for a certificate that is not configured", async () => {
+  await withTempDir(async (dir) => {
+    const caPem = await certificateUntil(new Date(Date.UTC(2031, 0, 1)));
+    const kubeconfig = await writeKubeconfig(dir, {
+      server: "https://127.0.0.1:6443",
+      caPem,
+      token: "a-token",
+      embed: "inline",
+    });
+    for (const kubeletCaFile of [undefined, KUBELET_CA_OFF]) {
+      await withServedDaemon({ config: { kubeconfig, kubeletCaFile } }, async (f) => {
+        assertEquals(await expiries(f), { "cluster-ca": notAfterOf(caPem) });
+      });
     }
   });
 });

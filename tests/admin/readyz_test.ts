@@ -1,13 +1,18 @@
 /**
  * /readyz means "this node is protected": 503 naming the source or directory when the runtime
  * cannot be asked, the configuration is refused, or a checkpoint directory cannot be written
- * (a real tmpfs remounted read-only, or filled up); 200 through an API server outage, even one
- * the agent started in, and with a read-only state dir, whose unrecorded checkpoints it names.
+ * (a real tmpfs remounted read-only, or filled up), or an activated checkpoint's copy never
+ * runs; 200 through an API server outage, even one the agent started in, and with a read-only
+ * state dir, whose unrecorded checkpoints it names.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { join } from "node:path";
 import type { Config } from "../../lib/config/types.ts";
+import { formatInstant } from "../../lib/core/time.ts";
+import { withTempDir } from "../helpers/temp_dir.ts";
+import { parsePrometheusText, sampleValue } from "./prom_text.ts";
 import { type Tmpfs, TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
-import { type ServedFixture, withServedDaemon } from "./harness.ts";
+import { type ServedFixture, START, withServedDaemon } from "./harness.ts";
 
 const PARENTS = [
   "kube-system/kube-apiserver-7x2kq",
@@ -64,6 +69,57 @@ Deno.test("readyz: the API server down is ready, also for an agent started durin
     await f.node.loseControlPlane("etcd-gone");
     await f.pass();
     assertEquals((await readyz(f)).status, 200);
+  });
+});
+
+Deno.test("readyz: copies the kubelet never runs are 503 once startTimeout has passed, naming them", async () => {
+  // The simulated kubelet reads the node's manifests dir; this agent writes elsewhere.
+  await withTempDir(async (dir) => {
+    const config = { staticPodDir: join(dir, "manifests"), inactiveDir: join(dir, "inactive") };
+    await withServedDaemon({ config }, async (f) => {
+      const stalledMetric = async () => {
+        const m = parsePrometheusText(await (await f.request("/metrics")).text());
+        return [
+          sampleValue(m, "ckpt_agent_stalled_checkpoints"),
+          sampleValue(m, "ckpt_agent_not_ready", { reason: "stalled-start" }),
+        ];
+      };
+      await f.pass();
+      await f.node.loseControlPlane();
+      assertEquals((await f.pass()).plan.starts, PARENTS);
+      f.clock.advance(f.config.startTimeoutMs - 1);
+      await f.pass();
+      assertEquals((await readyz(f)).status, 200, "not before startTimeout");
+      assertEquals(await stalledMetric(), [0, 0]);
+
+      f.clock.advance(1);
+      await f.pass();
+      const ready = await readyz(f);
+      assertEquals([ready.status, ready.reasons], [503, ["stalled-start"]]);
+      assertEquals(
+        ready.body.stalledStarts,
+        PARENTS.map((id) => ({ id, activeSince: formatInstant(START), copy: `${id}-cp-1` })),
+      );
+      assert(ready.body.error.startsWith(`no copy runs of ${PARENTS[0]} (active since `));
+      assertEquals(await stalledMetric(), [3, 1]);
+
+      // The runtime gone: nothing is judged; the runtime is the reason.
+      await f.node.stopRuntime();
+      await f.pass();
+      assertEquals((await readyz(f)).reasons, ["runtime"]);
+      assertEquals(await stalledMetric(), [0, 0]);
+      await f.node.startRuntime();
+      await f.pass();
+      assertEquals((await readyz(f)).reasons, ["stalled-start"]);
+
+      // The parents back: the checkpoints are withdrawn, and the node is ready again.
+      await f.node.restoreControlPlane();
+      await f.pass();
+      await f.pass();
+      const back = await readyz(f);
+      assertEquals([back.status, back.body.stalledStarts], [200, []]);
+      assertEquals(await stalledMetric(), [0, 0]);
+    });
   });
 });
 

@@ -2,12 +2,13 @@
  * `deno task compile` (scripts/compile.ts). `deno compile` cannot download its runtime (denort)
  * here, so the deno executable itself stands in through DENORT_BIN: the binary produced is not
  * runnable as the agent, but everything this project controls is checked in it — the permission
- * and V8 flags baked in, the commit stamped into the build info — and the work tree is left as it
- * was.
+ * and V8 flags and the unstable features baked in, the commit stamped into the build info — and
+ * the work tree is left as it was.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import denoJson from "../../deno.json" with { type: "json" };
 import { gitCommit } from "../../lib/git_commit.ts";
 import { AGENT_V8_FLAGS } from "../../scripts/permissions.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
@@ -26,7 +27,7 @@ function compile(output: string, env: Record<string, string>) {
   }).output();
 }
 
-Deno.test("the build bakes in the agent's permissions, V8 flags and commit, and leaves the tree as it was", async () => {
+Deno.test("the build bakes in the agent's permissions, V8 flags, unstable features and commit, and leaves the tree as it was", async () => {
   await withTempDir(async (dir) => {
     const tmp = join(dir, "tmp");
     await Deno.mkdir(tmp);
@@ -72,6 +73,11 @@ Deno.test("the build bakes in the agent's permissions, V8 flags and commit, and 
     for (const { flag } of AGENT_V8_FLAGS) {
       assert(JSON.parse(v8Flags[1]).includes(flag), `${flag} baked in: ${v8Flags[1]}`);
     }
+
+    // The unstable features deno.json turns on (the net one sends systemd's notifications).
+    const unstable = /"unstable_config":\{[^{}]*"features":(\[[^\]]*\])/.exec(binary);
+    assert(unstable, "unstable features in the binary");
+    assertEquals(JSON.parse(unstable[1]), denoJson.unstable);
 
     assertEquals(await Deno.readTextFile(BUILD_INFO), buildInfo, "the work tree is not modified");
     assertEquals(await Array.fromAsync(Deno.readDir(tmp)), [], "the build copy is removed");

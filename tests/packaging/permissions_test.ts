@@ -13,7 +13,7 @@ import { isValidParent, podId } from "../../lib/core/pod.ts";
 import { AGENT_PERMISSIONS, agentDenoFlags } from "../../scripts/permissions.ts";
 import { runCli } from "../helpers/cli.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
-import { withNode } from "../helpers/sim_node.ts";
+import { untilStatusRecords, withNode } from "../helpers/sim_node.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
@@ -66,13 +66,7 @@ Deno.test("with the compiled permissions: the daemon passes until SIGTERM", asyn
     }).spawn();
     const stderr = new Response(child.stderr).text();
     const stdout = new Response(child.stdout).text();
-    const statusDir = join(node.config().stateDir, "status");
-    // Bounded: the first pass writes a status record per parent within a second or two.
-    let records = 0;
-    for (let i = 0; i < 300 && records < 3; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      records = (await Array.fromAsync(Deno.readDir(statusDir)).catch(() => [])).length;
-    }
+    const records = await untilStatusRecords(node, 3);
     child.kill("SIGTERM");
     const status = await child.status;
     const log = await stderr;

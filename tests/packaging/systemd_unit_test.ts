@@ -10,7 +10,7 @@ import { AGENT_MALLOC_ENV } from "../../scripts/permissions.ts";
 import { governingRule, pathRules, sectionEntries } from "../../lib/doctor/systemd_unit.ts";
 import { CONFIG_FILE, installSh, run, type Staging, UNIT_FILE, withStaging } from "./tools.ts";
 
-const MAX_EXPOSURE = 2.5;
+const MAX_EXPOSURE = 2.2;
 
 /** The host's vendor units, which `verify --root` needs for sysinit.target and friends. */
 async function hostUnitDir(): Promise<string> {
