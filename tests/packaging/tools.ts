@@ -10,6 +10,7 @@ export const REPO = new URL("../../", import.meta.url).pathname.replace(/\/$/, "
 export const INSTALL_SH = `${REPO}/install.sh`;
 export const UNIT_FILE = `${REPO}/systemd/ckpt-agent.service`;
 export const CONFIG_FILE = `${REPO}/systemd/config.yaml`;
+export const ALERT_RULES = `${REPO}/prometheus/ckpt-agent.rules.yml`;
 
 export interface RunResult {
   code: number;
