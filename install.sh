@@ -4,7 +4,9 @@
 set -euo pipefail
 
 readonly NAME=ckpt-agent
-SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Read from standard input (as the Debian package's postrm runs it), the script has no directory
+# of its own; --uninstall needs none.
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]:-.}")" && pwd)"
 readonly SCRIPT_DIR
 
 # The binary the shipped unit's ExecStart runs.
