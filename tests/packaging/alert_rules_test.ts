@@ -207,3 +207,10 @@ Deno.test("every metric, label and label value the rules read is one a daemon ex
     }
   });
 });
+
+Deno.test("the README lists every alert with its severity", async () => {
+  const readme = await Deno.readTextFile(`${REPO}/README.md`);
+  const listed = [...readme.matchAll(/^\| `(CkptAgent\w+)` +\| (\w+) +\|/gm)]
+    .map(([, alert, severity]) => [alert, severity]);
+  assertEquals(listed, (await rules()).map((r) => [r.alert, r.labels?.severity]));
+});
