@@ -4,11 +4,19 @@
 set -euo pipefail
 
 readonly NAME=ckpt-agent
-SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Read from standard input (as the Debian package's postrm runs it), the script has no directory
+# of its own; --uninstall needs none.
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]:-.}")" && pwd)"
 readonly SCRIPT_DIR
 
-readonly BIN=/usr/local/bin/ckpt-agent
-readonly UNIT=/etc/systemd/system/ckpt-agent.service
+# The binary the shipped unit's ExecStart runs.
+readonly UNIT_EXEC=/usr/local/bin/ckpt-agent
+# This node's layout; --package stages the Debian package's instead (below).
+BIN=$UNIT_EXEC
+UNIT=/etc/systemd/system/ckpt-agent.service
+# Shipped data: the Prometheus alert rules, for operators to copy to their Prometheus.
+SHARE_DIR=/usr/local/share/ckpt-agent
+readonly RULES_FILE=prometheus/ckpt-agent.rules.yml
 # Drop-ins (`systemctl edit ckpt-agent`): the operator's, removed only by purge.
 readonly UNIT_DROP_INS=/etc/systemd/system/ckpt-agent.service.d
 readonly CONFIG_DIR=/etc/ckpt-agent
@@ -33,8 +41,8 @@ row() { # PATH MODE [NOTE]
 
 usage() {
   cat <<EOF
-usage: install.sh [--root DIR] [--binary PATH]
-       install.sh [--root DIR] --uninstall [--purge]
+usage: install.sh [--root DIR [--package]] [--binary PATH]
+       install.sh [--root DIR [--package]] --uninstall [--purge]
 
 Installs ckpt-agent on this node, then runs 'systemctl daemon-reload' and
 'systemctl enable --now ${NAME}' (restarting it when its binary or unit changed).
@@ -44,6 +52,7 @@ EOF
   local dir
   row "$BIN" 0755 "the binary, replaced atomically"
   row "$UNIT" 0644 "the systemd unit"
+  row "${SHARE_DIR}/${RULES_FILE}" 0644 "Prometheus alert rules, to copy"
   row "$CONFIG" 0644 "default configuration, never overwritten"
   row "$STATE_DIR" 0700
   for dir in "${CHECKPOINT_DIRS[@]}"; do row "$dir" 0700; done
@@ -53,8 +62,11 @@ EOF
 options:
   --root DIR     stage the files under DIR for a package: no systemctl, no root needed
   --binary PATH  the binary to install (default: dist/ckpt-agent next to this script)
-  --uninstall    stop and disable the service, remove the binary and the unit; keep the
-                 configuration, the state and every checkpoint
+  --package      with --root: the Debian package's layout (deno task deb): the binary in
+                 /usr/bin, the unit in /usr/lib/systemd/system (its ExecStart changed to
+                 match), the rules in /usr/share/ckpt-agent, and not ${MANIFESTS_DIR}
+  --uninstall    stop and disable the service, remove the binary, the unit and the
+                 rules; keep the configuration, the state and every checkpoint
   --purge        with --uninstall: also remove ${CONFIG_DIR}, ${STATE_DIR},
                  the checkpoint directories and the unit's drop-ins.
                  ${MANIFESTS_DIR} belongs to the kubelet: it is never removed,
@@ -84,6 +96,7 @@ binary="${SCRIPT_DIR}/dist/ckpt-agent"
 binary_given=false
 uninstall=false
 purge=false
+package=false
 
 while (($#)); do
   case "$1" in
@@ -100,6 +113,7 @@ while (($#)); do
       binary_given=true
       shift 2
       ;;
+    --package) package=true; shift ;;
     --uninstall) uninstall=true; shift ;;
     --purge) purge=true; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -109,6 +123,16 @@ done
 
 if $purge && ! $uninstall; then usage_error "--purge goes with --uninstall"; fi
 if $uninstall && $binary_given; then usage_error "--binary makes no sense with --uninstall"; fi
+if $package && ! $staging; then usage_error "--package goes with --root"; fi
+# The package's files are the distribution's (/usr), its unit a vendor unit (which the operator's
+# /etc/systemd/system overrides); the kubelet's directory is not staged, so that dpkg never owns
+# it and never removes it.
+if $package; then
+  BIN=/usr/bin/ckpt-agent
+  UNIT=/usr/lib/systemd/system/ckpt-agent.service
+  SHARE_DIR=/usr/share/ckpt-agent
+fi
+readonly BIN UNIT SHARE_DIR
 if ! $staging; then
   ((EUID == 0)) || die "must run as root to install on this node (or stage into a directory with --root DIR)"
   command -v systemctl >/dev/null || die "systemctl not found: this node does not run systemd (stage with --root DIR instead)"
@@ -116,9 +140,15 @@ fi
 
 umask 022
 changes=0
-# A temp file not yet renamed into place, removed if the script stops for any reason.
+# A temp file not yet renamed into place, and the unit as the package runs it; removed when the
+# script stops for any reason.
 pending_temp=""
-trap '[[ -z "$pending_temp" ]] || rm -f -- "$pending_temp"' EXIT
+unit_copy=""
+cleanup() {
+  [[ -z "$pending_temp" ]] || rm -f -- "$pending_temp"
+  [[ -z "$unit_copy" ]] || rm -f -- "$unit_copy"
+}
+trap cleanup EXIT
 
 report() { # STATUS PATH
   printf '%-10s %s\n' "$1" "${root}$2"
@@ -148,6 +178,19 @@ install_file() { # SOURCE TARGET MODE
   pending_temp=""
   sync -- "$(dirname -- "$target")"
   report "$status" "$2"
+}
+
+# The shipped unit, its ExecStart pointed at BIN when the binary goes elsewhere.
+install_unit() {
+  local shipped="${SCRIPT_DIR}/systemd/ckpt-agent.service"
+  if [[ "$BIN" == "$UNIT_EXEC" ]]; then
+    install_file "$shipped" "$UNIT" 0644
+    return
+  fi
+  grep -qF "ExecStart=${UNIT_EXEC} " -- "$shipped" || die "${shipped}: its ExecStart does not run ${UNIT_EXEC}"
+  unit_copy="$(mktemp)"
+  sed "s|^ExecStart=${UNIT_EXEC} |ExecStart=${BIN} |" -- "$shipped" >"$unit_copy"
+  install_file "$unit_copy" "$UNIT" 0644
 }
 
 # Creates root+DIR with MODE; with "enforce", also resets the mode of an existing directory.
@@ -197,7 +240,7 @@ do_install() {
   if ! $staging && systemctl is-active --quiet "$NAME"; then was_active=true; fi
 
   ensure_dir "$KUBE_DIR" 0755 keep
-  ensure_dir "$MANIFESTS_DIR" 0755 keep
+  $package || ensure_dir "$MANIFESTS_DIR" 0755 keep
   local dir
   for dir in "${CHECKPOINT_DIRS[@]}"; do ensure_dir "$dir" 0700 enforce; done
   ensure_dir "$STATE_DIR" 0700 enforce
@@ -205,8 +248,9 @@ do_install() {
 
   local before=$changes
   install_file "$binary" "$BIN" 0755
-  install_file "${SCRIPT_DIR}/systemd/ckpt-agent.service" "$UNIT" 0644
+  install_unit
   local replaced=$((changes - before))
+  install_file "${SCRIPT_DIR}/${RULES_FILE}" "${SHARE_DIR}/${RULES_FILE}" 0644
 
   # The configuration holds no secret (the admin token has its own 0600 file), so it stays
   # readable for operators. Whatever is there already is the operator's: never replaced.
@@ -243,6 +287,7 @@ ${active}"
   fi
   remove_path "$BIN"
   remove_path "$UNIT"
+  remove_path "$SHARE_DIR"
   if ! $staging; then systemctl daemon-reload; fi
 
   if $purge; then

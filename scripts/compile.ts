@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gitCommit } from "../lib/git_commit.ts";
 import { agentDenoFlags } from "./permissions.ts";
+import { lockedNpmPackages } from "./npm_cache.ts";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url));
 
@@ -58,19 +59,11 @@ const TEST_DIRS = ["test", "tests", "spec", "specs"];
  * long expression): the build crashes. Tests are never loaded at run time; they are left out.
  */
 async function npmTestDirs(lockFile: string): Promise<string[]> {
-  const info = await new Deno.Command(Deno.execPath(), { args: ["info", "--json"] }).output();
-  const npmCache: string = JSON.parse(new TextDecoder().decode(info.stdout)).npmCache;
-  const lock = JSON.parse(await Deno.readTextFile(lockFile)) as { npm?: Record<string, unknown> };
-  const registries = await Array.fromAsync(Deno.readDir(npmCache)).catch(() => []);
   const dirs: string[] = [];
-  for (const pkg of Object.keys(lock.npm ?? {})) {
-    const at = pkg.lastIndexOf("@");
-    const [name, version] = [pkg.slice(0, at), pkg.slice(at + 1)];
-    for (const registry of registries) {
-      for (const test of TEST_DIRS) {
-        const dir = join(npmCache, registry.name, name, version, test);
-        if ((await Deno.stat(dir).catch(() => undefined))?.isDirectory) dirs.push(dir);
-      }
+  for (const { dir: pkg } of await lockedNpmPackages(lockFile)) {
+    for (const test of TEST_DIRS) {
+      const dir = join(pkg, test);
+      if ((await Deno.stat(dir).catch(() => undefined))?.isDirectory) dirs.push(dir);
     }
   }
   return dirs;

@@ -1,6 +1,7 @@
 /** install.sh into a staging root: the layout and modes, idempotence, uninstall, purge, errors. */
 import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
 import {
+  ALERT_RULES,
   CONFIG_FILE,
   INSTALL_SH,
   installSh,
@@ -79,11 +80,17 @@ Deno.test("install.sh stages every file and directory with its mode", async () =
       "usr/local": dir,
       "usr/local/bin": dir,
       "usr/local/bin/ckpt-agent": `file 0755 ${await sha256File(s.binary)}`,
+      "usr/local/share": dir,
+      "usr/local/share/ckpt-agent": dir,
+      "usr/local/share/ckpt-agent/prometheus": dir,
+      "usr/local/share/ckpt-agent/prometheus/ckpt-agent.rules.yml": `file 0644 ${await sha256File(
+        ALERT_RULES,
+      )}`,
       "var": dir,
       "var/lib": dir,
       "var/lib/ckpt-agent": secretDir,
     });
-    assertEquals(stdout.trimEnd().split("\n").at(-1), "ckpt-agent: 10 change(s)");
+    assertEquals(stdout.trimEnd().split("\n").at(-1), "ckpt-agent: 11 change(s)");
     // The installed binary is the agent's entry point, and runs.
     const help = await run(`${s.root}/usr/local/bin/ckpt-agent`, ["--help"]);
     assertEquals(help.code, 0);
@@ -148,6 +155,8 @@ Deno.test("the binary defaults to dist/ckpt-agent next to the script, whatever t
     const pkg = `${s.dir}/pkg`;
     await Deno.mkdir(`${pkg}/systemd`, { recursive: true });
     await Deno.mkdir(`${pkg}/dist`);
+    await Deno.mkdir(`${pkg}/prometheus`);
+    await Deno.copyFile(ALERT_RULES, `${pkg}/prometheus/ckpt-agent.rules.yml`);
     await Deno.copyFile(UNIT_FILE, `${pkg}/systemd/ckpt-agent.service`);
     await Deno.copyFile(CONFIG_FILE, `${pkg}/systemd/config.yaml`);
     await Deno.copyFile(s.binary, `${pkg}/dist/ckpt-agent`);
@@ -165,7 +174,7 @@ Deno.test("the binary defaults to dist/ckpt-agent next to the script, whatever t
   });
 });
 
-Deno.test("uninstall removes binary and unit, keeps config, state and checkpoints", async () => {
+Deno.test("uninstall removes binary, unit and rules, keeps config, state and checkpoints", async () => {
   await withStaging(async (s) => {
     await install(s);
     await populate(s.root);
@@ -174,7 +183,12 @@ Deno.test("uninstall removes binary and unit, keeps config, state and checkpoint
     assertEquals(r.code, 0, r.stderr);
     assertEquals(
       await listTree(s.root),
-      without(before, "usr/local/bin/ckpt-agent", "etc/systemd/system/ckpt-agent.service"),
+      without(
+        before,
+        "usr/local/bin/ckpt-agent",
+        "etc/systemd/system/ckpt-agent.service",
+        "usr/local/share/ckpt-agent",
+      ),
     );
     // The active checkpoint keeps running under the kubelet with nothing to withdraw it: said.
     assert(r.stderr.includes(`${s.root}/${ACTIVE_CHECKPOINT}`), r.stderr);
@@ -219,6 +233,7 @@ Deno.test("purge removes our files, never the kubelet's directory or manifests",
         before,
         "usr/local/bin/ckpt-agent",
         "etc/systemd/system/ckpt-agent.service",
+        "usr/local/share/ckpt-agent",
         "etc/systemd/system/ckpt-agent.service.d",
         "etc/ckpt-agent",
         "var/lib/ckpt-agent",
@@ -234,6 +249,45 @@ Deno.test("purge removes our files, never the kubelet's directory or manifests",
     const again = await installSh(["--root", s.root, "--uninstall", "--purge"]);
     assertEquals(again.code, 0);
     assertEquals(new Set(Object.values(statuses(again.stdout, s.root))), new Set(["absent"]));
+  });
+});
+
+Deno.test("--package stages the Debian package's layout: /usr, a vendor unit, no kubelet dir", async () => {
+  await withStaging(async (s) => {
+    await install(s, "--package");
+    const listing = await listTree(s.root);
+    const files = Object.entries(listing).filter(([, kind]) => kind.startsWith("file "));
+    assertEquals(files.map(([path]) => path), [
+      "etc/ckpt-agent/config.yaml",
+      "usr/bin/ckpt-agent",
+      "usr/lib/systemd/system/ckpt-agent.service",
+      "usr/share/ckpt-agent/prometheus/ckpt-agent.rules.yml",
+    ]);
+    assertEquals(listing["usr/bin/ckpt-agent"], `file 0755 ${await sha256File(s.binary)}`);
+    assert(!("etc/kubernetes/manifests" in listing));
+    for (const dir of ["inactive-manifests", "checkpoint-secrets", "checkpoint-configmaps"]) {
+      assertEquals(listing[`etc/kubernetes/${dir}`], "dir 0700");
+    }
+    // The unit as shipped, but for the binary its ExecStart runs.
+    const shipped = (await Deno.readTextFile(UNIT_FILE)).split("\n");
+    const staged = (await Deno.readTextFile(
+      `${s.root}/usr/lib/systemd/system/ckpt-agent.service`,
+    )).split("\n");
+    const changed = shipped.flatMap((line, i) => line === staged[i] ? [] : [[line, staged[i]]]);
+    assertEquals(changed, [[
+      "ExecStart=/usr/local/bin/ckpt-agent run --config /etc/ckpt-agent/config.yaml",
+      "ExecStart=/usr/bin/ckpt-agent run --config /etc/ckpt-agent/config.yaml",
+    ]]);
+    assertEquals(staged.length, shipped.length);
+
+    const r = await installSh(["--root", s.root, "--package", "--uninstall"]);
+    assertEquals(r.code, 0, r.stderr);
+    const left = await listTree(s.root);
+    assertEquals(
+      Object.keys(left).filter((path) => path.startsWith("usr/") && left[path] !== "dir 0755"),
+      [],
+    );
+    assert("etc/ckpt-agent/config.yaml" in left);
   });
 });
 
@@ -275,7 +329,13 @@ Deno.test("install.sh explains itself and rejects bad arguments", async () => {
   assertEquals(help.code, 0);
   assert(help.stdout.startsWith("usage: install.sh"), help.stdout);
   for (
-    const args of [["--purge"], ["--root"], ["--bogus"], ["--uninstall", "--binary", "/bin/true"]]
+    const args of [
+      ["--purge"],
+      ["--root"],
+      ["--bogus"],
+      ["--uninstall", "--binary", "/bin/true"],
+      ["--package", "--binary", "/bin/true"],
+    ]
   ) {
     const r = await installSh(args);
     assertEquals(r.code, 2, args.join(" "));

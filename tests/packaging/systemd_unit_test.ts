@@ -25,11 +25,15 @@ async function hostUnitDir(): Promise<string> {
   throw new Error("no systemd unit directory with sysinit.target on this machine");
 }
 
-async function stageWithVendorUnits(s: Staging) {
-  const staged = await installSh(["--root", s.root, "--binary", s.binary]);
+async function stageWithVendorUnits(s: Staging, layout: string[]) {
+  const staged = await installSh(["--root", s.root, "--binary", s.binary, ...layout]);
   assertEquals(staged.code, 0, staged.stderr);
-  await Deno.mkdir(`${s.root}/usr/lib/systemd`, { recursive: true });
-  const copy = await run("cp", ["-a", await hostUnitDir(), `${s.root}/usr/lib/systemd/system`]);
+  await Deno.mkdir(`${s.root}/usr/lib/systemd/system`, { recursive: true });
+  const copy = await run("cp", [
+    "-a",
+    `${await hostUnitDir()}/.`,
+    `${s.root}/usr/lib/systemd/system`,
+  ]);
   assertEquals(copy.code, 0, copy.stderr);
 }
 
@@ -37,20 +41,27 @@ function verify(root: string) {
   return run("systemd-analyze", ["verify", `--root=${root}`, "ckpt-agent.service"]);
 }
 
-Deno.test("systemd-analyze verify accepts the installed unit, and checks its ExecStart", async () => {
-  await withStaging(async (s) => {
-    await stageWithVendorUnits(s);
-    const r = await verify(s.root);
-    // verify exits 0 on warnings such as an unknown key: any output is a failure.
-    assertEquals({ code: r.code, output: r.stdout + r.stderr }, { code: 0, output: "" });
+for (
+  const { layout, binary } of [
+    { layout: [], binary: "/usr/local/bin/ckpt-agent" },
+    { layout: ["--package"], binary: "/usr/bin/ckpt-agent" },
+  ]
+) {
+  Deno.test(`systemd-analyze verify accepts the unit of ${["install.sh", ...layout].join(" ")}, and checks its ExecStart`, async () => {
+    await withStaging(async (s) => {
+      await stageWithVendorUnits(s, layout);
+      const r = await verify(s.root);
+      // verify exits 0 on warnings such as an unknown key: any output is a failure.
+      assertEquals({ code: r.code, output: r.stdout + r.stderr }, { code: 0, output: "" });
 
-    // It really looks at the staged binary: without it, the same unit fails.
-    await Deno.remove(`${s.root}/usr/local/bin/ckpt-agent`);
-    const missing = await verify(s.root);
-    assert(missing.code !== 0);
-    assert(missing.stderr.includes("/usr/local/bin/ckpt-agent"), missing.stderr);
+      // It really looks at the staged binary: without it, the same unit fails.
+      await Deno.remove(`${s.root}${binary}`);
+      const missing = await verify(s.root);
+      assert(missing.code !== 0);
+      assert(missing.stderr.includes(binary), missing.stderr);
+    });
   });
-});
+}
 
 Deno.test(`systemd-analyze security rates the unit's exposure ${MAX_EXPOSURE} or lower`, async () => {
   const r = await run("systemd-analyze", ["security", "--offline=true", UNIT_FILE]);

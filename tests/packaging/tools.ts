@@ -10,6 +10,7 @@ export const REPO = new URL("../../", import.meta.url).pathname.replace(/\/$/, "
 export const INSTALL_SH = `${REPO}/install.sh`;
 export const UNIT_FILE = `${REPO}/systemd/ckpt-agent.service`;
 export const CONFIG_FILE = `${REPO}/systemd/config.yaml`;
+export const ALERT_RULES = `${REPO}/prometheus/ckpt-agent.rules.yml`;
 
 export interface RunResult {
   code: number;
@@ -17,11 +18,14 @@ export interface RunResult {
   stderr: string;
 }
 
-/** Runs a program to completion; a missing program is a failure naming what to install. */
+/**
+ * Runs a program to completion, in the environment of the tests plus `env`; a missing program is
+ * a failure naming what to install.
+ */
 export async function run(
   program: string,
   args: string[],
-  options: { cwd?: string } = {},
+  options: { cwd?: string; env?: Record<string, string> } = {},
 ): Promise<RunResult> {
   let out: Deno.CommandOutput;
   try {
@@ -31,7 +35,13 @@ export async function run(
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
-      env: { LC_ALL: "C", NO_COLOR: "1", SYSTEMD_COLORS: "0", SYSTEMD_PAGER: "" },
+      env: {
+        LC_ALL: "C",
+        NO_COLOR: "1",
+        SYSTEMD_COLORS: "0",
+        SYSTEMD_PAGER: "",
+        ...options.env,
+      },
     }).output();
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) {
