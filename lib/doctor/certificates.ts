@@ -6,12 +6,10 @@
  */
 import { X509Certificate } from "node:crypto";
 import { type Config, KUBELET_CA_OFF } from "../config/types.ts";
-import type { KubeconfigResult } from "../sources/kubeconfig.ts";
+import { certificateBlocks, type KubeconfigResult } from "../sources/kubeconfig.ts";
 import { error, type Finding, ok, warning } from "./finding.ts";
 
 export const EXPIRY_WARNING_MS = 30 * 24 * 3600 * 1000;
-
-const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
 
 interface Subject {
   /** What the certificates are, in words: "the kubeconfig's client certificate". */
@@ -28,7 +26,7 @@ function day(ms: number): string {
 
 /** One finding per certificate in `pem` (a chain or a bundle), judged at `now`. */
 export function pemFindings(subject: Subject, pem: string, now: number): Finding[] {
-  const blocks = pem.match(PEM_CERTIFICATE) ?? [];
+  const blocks = certificateBlocks(pem);
   if (blocks.length === 0) {
     return [error(
       "certificate",
