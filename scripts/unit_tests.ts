@@ -11,6 +11,7 @@
  */
 import { join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { type GraphModule, moduleGraph } from "./module_graph.ts";
 
 /** What makes a module slow, and the way it shows in the module's source or its imports. */
 export const SLOW_CAPABILITIES: readonly { what: string; pattern: RegExp }[] = [
@@ -40,12 +41,6 @@ export const UNIT_TEST_PERMISSIONS: readonly string[] = [
   "--allow-sys=hostname,statfs",
 ];
 
-interface GraphModule {
-  specifier: string;
-  local?: string;
-  dependencies?: { specifier: string; code?: { specifier: string } }[];
-}
-
 export interface Selection {
   /** Test files of the fast loop, relative to the repository, sorted. */
   unit: string[];
@@ -65,30 +60,6 @@ function testFiles(dir: string): string[] {
     else if (entry.isFile && /_test\.(ts|js|mjs)$/.test(entry.name)) files.push(path);
   }
   return files;
-}
-
-/** The graph Deno itself resolves from all the test files at once (`deno info --json`). */
-async function moduleGraph(files: string[]): Promise<Map<string, GraphModule>> {
-  const dir = await Deno.makeTempDir({ prefix: "ckpt-unit-tests-" });
-  try {
-    const rootModule = join(dir, "all_tests.ts");
-    await Deno.writeTextFile(
-      rootModule,
-      files.map((file) => `import ${JSON.stringify(pathToFileURL(file).href)};\n`).join(""),
-    );
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["info", "--json", "--config", join(ROOT, "deno.json"), rootModule],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    if (!out.success) {
-      throw new Error(`deno info failed: ${new TextDecoder().decode(out.stderr).trim()}`);
-    }
-    const graph = JSON.parse(new TextDecoder().decode(out.stdout)) as { modules: GraphModule[] };
-    return new Map(graph.modules.map((m) => [m.specifier, m]));
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
 }
 
 /** The source without its comments, which may name anything. */
@@ -129,7 +100,7 @@ function ownSlowness(module: GraphModule): string | undefined {
  */
 export async function selectUnitTests(testsDir = join(ROOT, "tests")): Promise<Selection> {
   const files = testFiles(testsDir).sort();
-  const graph = await moduleGraph(files);
+  const graph = await moduleGraph(files, join(ROOT, "deno.json"));
   const ownReason = new Map<string, string | undefined>();
   /** Every module `root` runs, and the first slow thing among them. */
   const closure = (root: string) => {

@@ -1,36 +1,23 @@
 /**
  * `ckpt-agent version` and `ckpt-agent help` load neither the admin server nor the agent: read
- * from the module graph `deno info` gives, following the imports that run (no `import type`)
- * from main.ts and from the module main.ts imports for the command.
+ * from the module graph Deno resolves (scripts/module_graph.ts), following the imports that run
+ * (no `import type`) from main.ts and from the module main.ts imports for the command.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { type GraphDependency, moduleGraph } from "../../scripts/module_graph.ts";
 
 const ROOT = new URL("../../", import.meta.url);
+const CONFIG = new URL("deno.json", ROOT).pathname;
 
-interface Dependency {
-  code?: { specifier: string };
-  isDynamic?: boolean;
-}
-interface ModuleInfo {
-  specifier: string;
-  dependencies?: Dependency[];
-}
-
-/** The module graph from `path`: each module's imports that load code, static or dynamic. */
-async function moduleGraph(path: string): Promise<Map<string, Dependency[]>> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", new URL(path, ROOT).pathname],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert(out.success, new TextDecoder().decode(out.stderr));
-  const info = JSON.parse(new TextDecoder().decode(out.stdout)) as { modules: ModuleInfo[] };
-  return new Map(info.modules.map((m) => [m.specifier, m.dependencies ?? []]));
+/** The module graph from `path`: each module's imports. */
+async function importsFrom(path: string): Promise<Map<string, GraphDependency[]>> {
+  const modules = await moduleGraph([new URL(path, ROOT).pathname], CONFIG);
+  return new Map([...modules].map(([specifier, m]) => [specifier, m.dependencies ?? []]));
 }
 
 /** What loading `path` loads: its static imports, transitively (npm packages by specifier). */
 async function staticClosure(path: string): Promise<Set<string>> {
-  const graph = await moduleGraph(path);
+  const graph = await importsFrom(path);
   const root = new URL(path, ROOT).href;
   const seen = new Set([root]);
   const queue = [root];
@@ -53,7 +40,7 @@ function heavy(specifier: string): boolean {
 }
 
 async function loadedFor(commandModule: string): Promise<string[]> {
-  const main = await moduleGraph("main.ts");
+  const main = await importsFrom("main.ts");
   const dynamic = main.get(new URL("main.ts", ROOT).href)!
     .filter((dep) => dep.isDynamic).map((dep) => dep.code?.specifier);
   // The test follows the module main.ts really loads for the command.

@@ -1,69 +1,41 @@
 /**
- * The import graph of a source tree as Deno itself resolves it (`deno info --json`: static,
+ * The import graph of a source tree as Deno itself resolves it (scripts/module_graph.ts: static,
  * dynamic and type-only imports alike), and the two checks tests/layers_test.ts makes of it:
  * every import looks down an order of layers, and no module reaches itself.
  */
 import { join, relative } from "node:path";
+import { moduleGraph } from "../../scripts/module_graph.ts";
 
 /** Each module (relative to the tree's root) and the local modules it imports, sorted. */
 export type ImportGraph = Map<string, string[]>;
 
-interface DenoInfo {
-  modules: {
-    specifier: string;
-    error?: string;
-    dependencies?: { code?: { specifier: string }; type?: { specifier: string } }[];
-  }[];
-}
-
 /**
- * The graph of `files` (relative to `root`) and of every local file they import, read by one
- * `deno info` of a module that imports them all. `config`: the deno.json that resolves bare
- * specifiers; without it, none is read.
+ * The graph of `files` (relative to `root`) and of every local file they import. `config`: the
+ * deno.json that resolves bare specifiers; without it, none is read.
  */
 export async function importGraph(
   root: string,
   files: readonly string[],
   config?: string,
 ): Promise<ImportGraph> {
-  const dir = await Deno.makeTempDir();
-  try {
-    const entry = join(dir, "all.ts");
-    const url = (file: string) => new URL(`file://${join(root, file)}`).href;
-    await Deno.writeTextFile(
-      entry,
-      files.map((f) => `import ${JSON.stringify(url(f))};\n`).join(""),
-    );
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["info", "--json", ...(config ? ["--config", config] : ["--no-config"]), entry],
-      cwd: root,
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    if (!out.success) throw new Error(`deno info: ${new TextDecoder().decode(out.stderr)}`);
-    const info = JSON.parse(new TextDecoder().decode(out.stdout)) as DenoInfo;
-    const local = (specifier: string) =>
-      specifier.startsWith("file://") && !specifier.startsWith(`file://${dir}/`)
-        ? relative(root, new URL(specifier).pathname)
-        : undefined;
-    const graph: ImportGraph = new Map();
-    for (const module of info.modules) {
-      const from = local(module.specifier);
-      if (from === undefined) continue;
-      if (module.error) throw new Error(`${from}: ${module.error}`);
-      const to = new Set<string>();
-      for (const dep of module.dependencies ?? []) {
-        for (const target of [dep.code?.specifier, dep.type?.specifier]) {
-          const file = target === undefined ? undefined : local(target);
-          if (file !== undefined) to.add(file);
-        }
+  const modules = await moduleGraph(files.map((file) => join(root, file)), config);
+  const local = (specifier: string) =>
+    specifier.startsWith("file://") ? relative(root, new URL(specifier).pathname) : undefined;
+  const graph: ImportGraph = new Map();
+  for (const module of modules.values()) {
+    const from = local(module.specifier);
+    if (from === undefined) continue;
+    if (module.error) throw new Error(`${from}: ${module.error}`);
+    const to = new Set<string>();
+    for (const dep of module.dependencies ?? []) {
+      for (const target of [dep.code?.specifier, dep.type?.specifier]) {
+        const file = target === undefined ? undefined : local(target);
+        if (file !== undefined) to.add(file);
       }
-      graph.set(from, [...to].sort());
     }
-    return graph;
-  } finally {
-    await Deno.remove(dir, { recursive: true });
+    graph.set(from, [...to].sort());
   }
+  return graph;
 }
 
 /** Every `.ts` file under `dir` (relative to `root`), sorted. */
