@@ -79,7 +79,7 @@ export function readMountInfo(): MountPoint[] {
 }
 
 /** The directory itself, or the nearest ancestor that exists (where it would be created). */
-function nearestExisting(path: string): string {
+export function nearestExisting(path: string): string {
   for (let dir = path;; dir = dirname(dir)) {
     try {
       if (Deno.statSync(dir).isDirectory) return dir;

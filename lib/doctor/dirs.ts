@@ -11,6 +11,7 @@ import { DIR_MODE } from "../core/checkpoint_layout.ts";
 import {
   mountOf,
   type MountPoint,
+  nearestExisting,
   readMountInfo,
   readOnlyDirs,
   resolvedPath,
@@ -84,14 +85,8 @@ function octal(mode: number): string {
 
 /** Where a directory is, or would be created: itself, or its nearest existing ancestor. */
 async function existingAt(path: string): Promise<{ at: string; dev: number }> {
-  let at = resolvedPath(path);
-  for (;; at = dirname(at)) {
-    try {
-      return { at, dev: (await Deno.stat(at)).dev };
-    } catch (e) {
-      if (at === dirname(at)) throw e;
-    }
-  }
+  const at = nearestExisting(resolvedPath(path));
+  return { at, dev: (await Deno.stat(at)).dev };
 }
 
 /** What another user who can write the directory could do. */
