@@ -16,11 +16,6 @@ export function parentsOf(cluster: ControlPlane): Pod[] {
   return cluster.pods.filter(isValidParent).sort((a, b) => podId(a) < podId(b) ? -1 : 1);
 }
 
-/** The id under which the kubelet runs a checkpoint copied into its static-pod dir. */
-export function copyId(id: string, nodeName: string): string {
-  return `${id}-${nodeName}`;
-}
-
 /** Whether the kubelet did this to the pod since the `since`th event of its timeline. */
 export function kubeletDid(node: SimNode, since: number, id: string, event: KubeletEventKind) {
   return node.events.slice(since).some((e) => e.pod === id && e.event === event);

@@ -5,11 +5,11 @@
  */
 import { relative } from "node:path";
 import { DIR_MODE, MANIFEST_MODE, STORED_FILE_MODE } from "../core/checkpoint_layout.ts";
+import { copyPodId } from "../core/ids.ts";
 import { CHECKPOINT_ANNOTATION, type Pod, podId } from "../core/pod.ts";
 import { formatMode } from "./disk.ts";
 import {
   checkpointFiles,
-  copyId,
   entriesUnder,
   kubeletDid,
   lastContainerEvent,
@@ -230,11 +230,11 @@ const checkpointsActivated: StoryStep = {
       `The kubelet finds the new manifests in ${
         dirOf(session, config.staticPodDir)
       } and runs them as static pods, named after the node (${
-        copyId(parents[0], node.nodeName)
+        copyPodId(parents[0], node.nodeName)
       }). The checkpointed API server serves again, on this node alone, with the secrets the agent stored.`,
     );
     const running = await step.running();
-    const copyIds = parents.map((id) => copyId(id, node.nodeName));
+    const copyIds = parents.map((id) => copyPodId(id, node.nodeName));
     step.expect(
       "the runtime runs every copy",
       copyIds.every((id) => running.includes(id)),
@@ -265,7 +265,7 @@ const controlPlaneReturns: StoryStep = {
   async play(step, session) {
     const { node, cluster, clock } = session;
     const parents = ids(parentsOf(cluster));
-    const copies = parents.map((id) => copyId(id, node.nodeName));
+    const copies = parents.map((id) => copyPodId(id, node.nodeName));
     const seen = node.events.length;
     await node.restoreControlPlane();
     step.say(
@@ -353,7 +353,9 @@ const copiesWithdrawn: StoryStep = {
     const running = await step.running();
     step.expect(
       "only the parents run, not the copies",
-      parents.every((id) => running.includes(id) && !running.includes(copyId(id, node.nodeName))),
+      parents.every((id) =>
+        running.includes(id) && !running.includes(copyPodId(id, node.nodeName))
+      ),
       running,
     );
     step.expect(
