@@ -12,6 +12,7 @@
 import { join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { type GraphModule, moduleGraph } from "./module_graph.ts";
+import { AGENT_PERMISSIONS } from "./permissions.ts";
 
 /** What makes a module slow, and the way it shows in the module's source or its imports. */
 export const SLOW_CAPABILITIES: readonly { what: string; pattern: RegExp }[] = [
@@ -32,13 +33,13 @@ export const SLOW_BUILTINS: ReadonlySet<string> = new Set(
 /** What may be taken from a slow built-in without reaching anything: address checks. */
 const HARMLESS_IMPORTS: ReadonlySet<string> = new Set(["isIP", "isIPv4", "isIPv6"]);
 
-/** The permissions the chosen files run with: files and environment, no network, no process. */
+/**
+ * The permissions the chosen files run with: the agent's own (permissions.ts) but the network;
+ * it has no process permission to take away.
+ */
 export const UNIT_TEST_PERMISSIONS: readonly string[] = [
   "--no-prompt",
-  "--allow-read",
-  "--allow-write",
-  "--allow-env",
-  "--allow-sys=hostname,statfs",
+  ...AGENT_PERMISSIONS.map((p) => p.flag).filter((flag) => flag !== "--allow-net"),
 ];
 
 export interface Selection {
