@@ -7,7 +7,7 @@ import { Agent } from "../pass/agent.ts";
 import { trackedFromStore } from "../pass/observe.ts";
 import type { PassReport } from "../pass/report.ts";
 import type { Config } from "../config/types.ts";
-import { type Clock, type Instant, NANOS_PER_MILLI } from "../core/time.ts";
+import { type Clock, type Instant, millisToDuration } from "../core/time.ts";
 import { readOnlyDirs } from "../disk/mounts.ts";
 import type { Logger } from "../util/log.ts";
 import { HeapTrimmer } from "./memory.ts";
@@ -87,7 +87,7 @@ export class Daemon {
 
   /** Whether the daemon was made at least `ms` ago. */
   startedFor(ms: number): boolean {
-    return this.#clock.now() - this.startedAt >= BigInt(ms) * NANOS_PER_MILLI;
+    return this.#clock.now() - this.startedAt >= millisToDuration(ms);
   }
 
   /** Whether the loop is still going, for the systemd watchdog (see probes.ts). */

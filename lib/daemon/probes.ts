@@ -12,7 +12,7 @@
 import { type PassReport, RECORD_OPS } from "../pass/report.ts";
 import type { StalledStart } from "../pass/stalls.ts";
 import type { Config } from "../config/types.ts";
-import { formatInstant, type Instant, NANOS_PER_MILLI } from "../core/time.ts";
+import { formatInstant, type Instant, millisToDuration, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Unrecorded } from "../store/agent_stores.ts";
 import { isConfigurationFailure, type SourceFailure } from "../sources/types.ts";
 
@@ -33,7 +33,7 @@ export function liveness(
   heartbeat: { lastTick?: Instant; startedAt: Instant; pollIntervalMs: number },
 ): Liveness {
   const since = now - (heartbeat.lastTick ?? heartbeat.startedAt);
-  const limit = BigInt(STALL_INTERVALS * heartbeat.pollIntervalMs) * NANOS_PER_MILLI;
+  const limit = millisToDuration(STALL_INTERVALS * heartbeat.pollIntervalMs);
   return {
     healthy: since <= limit,
     ...(heartbeat.lastTick !== undefined ? { lastTick: formatInstant(heartbeat.lastTick) } : {}),
@@ -80,12 +80,10 @@ export interface LoopHeartbeat {
  * killing the agent then would only make its next pass wait on the same peer.
  */
 export function loopAlive(now: Instant, heartbeat: LoopHeartbeat): boolean {
-  const ms = (n: number) => BigInt(n) * NANOS_PER_MILLI;
   if (heartbeat.passStartedAt !== undefined) {
-    return now - heartbeat.passStartedAt <= ms(heartbeat.passDeadlineMs);
+    return now - heartbeat.passStartedAt <= millisToDuration(heartbeat.passDeadlineMs);
   }
-  const since = now - (heartbeat.lastTick ?? heartbeat.startedAt);
-  return since <= ms(STALL_INTERVALS * heartbeat.pollIntervalMs);
+  return liveness(now, heartbeat).healthy;
 }
 
 /** The directories a checkpoint is written to, each with its reason for being unready. */

@@ -2,7 +2,7 @@
  * The demo's clock: real time plus the time the story skipped. Skipping is how the demo lives
  * through a 60 s grace period at once, with the agent reading nothing but this clock.
  */
-import { type Clock, type Instant, NANOS_PER_MILLI, systemClock } from "../core/time.ts";
+import { type Clock, type Instant, millisToDuration, systemClock } from "../core/time.ts";
 
 export class SkippingClock implements Clock {
   #skipped = 0n;
@@ -12,6 +12,6 @@ export class SkippingClock implements Clock {
   }
 
   skip(ms: number): void {
-    this.#skipped += BigInt(ms) * NANOS_PER_MILLI;
+    this.#skipped += millisToDuration(ms);
   }
 }

@@ -12,7 +12,7 @@ import type { Config } from "../config/types.ts";
 import { copyPodId } from "../core/ids.ts";
 import { asArray, type Json } from "../core/json.ts";
 import type { Pod } from "../core/pod.ts";
-import { type Instant, NANOS_PER_MILLI, parseInstant } from "../core/time.ts";
+import { type Instant, millisToDuration, parseInstant } from "../core/time.ts";
 import { formatDuration } from "../config/duration.ts";
 import type { RunningPod } from "../sources/cri.ts";
 import type { StatusRecord } from "../store/status_record.ts";
@@ -43,7 +43,7 @@ export interface StallInput {
 export function stalledStarts(input: StallInput): StalledStart[] {
   if (input.running === undefined) return [];
   const running = new Set(input.running.map((pod) => `${pod.namespace}/${pod.name}`));
-  const limit = BigInt(input.startTimeoutMs) * NANOS_PER_MILLI;
+  const limit = millisToDuration(input.startTimeoutMs);
   const stalled: StalledStart[] = [];
   for (const record of input.records) {
     if (!input.started.has(record.id) || record.lastActivatedAt === undefined) continue;

@@ -1,5 +1,11 @@
 /** The simulated node's time: it moves only when told, so no test waits for a kubelet back-off. */
-import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../core/time.ts";
+import {
+  type Clock,
+  type Instant,
+  millisToDuration,
+  NANOS_PER_MILLI,
+  parseInstant,
+} from "../core/time.ts";
 
 export const SIM_EPOCH: Instant = parseInstant("2026-11-02T09:00:00Z")!;
 
@@ -15,7 +21,7 @@ export class SimClock implements Clock {
   }
 
   advance(ms: number): void {
-    this.#now += BigInt(ms) * NANOS_PER_MILLI;
+    this.#now += millisToDuration(ms);
   }
 }
 

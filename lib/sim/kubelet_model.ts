@@ -21,7 +21,7 @@
 import { asArray, isObject, type Json } from "../core/json.ts";
 import { type Pod, podId } from "../core/pod.ts";
 import { declaredHostPorts, type HostPort } from "../core/ports.ts";
-import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
+import { type Instant, millisToDuration } from "../core/time.ts";
 import type { SimContainerState, SimPod } from "./cri_server.ts";
 
 export interface KubeletTimings {
@@ -147,10 +147,6 @@ function goDuration(ms: number): string {
   return seconds < 60 ? `${seconds}s` : `${Math.floor(seconds / 60)}m${seconds % 60}s`;
 }
 
-function millis(ms: number): bigint {
-  return BigInt(ms) * NANOS_PER_MILLI;
-}
-
 export class KubeletModel {
   readonly events: KubeletEvent[] = [];
   readonly #timings: KubeletTimings;
@@ -182,7 +178,7 @@ export class KubeletModel {
   sync(now: Instant, sources: PodSources): void {
     if (sources.api) {
       this.#apiPods = sources.api;
-      this.#servicesReadAt ??= now + millis(this.#timings.servicesReadAfterMs);
+      this.#servicesReadAt ??= now + millisToDuration(this.#timings.servicesReadAfterMs);
     } else if (this.#servicesReadAt !== undefined && this.#servicesReadAt > now) {
       // The list of services broke off with the API server: it starts again when it is back.
       this.#servicesReadAt = undefined;
@@ -262,7 +258,7 @@ export class KubeletModel {
       }
       this.#start(sandbox, spec, current, now);
     }
-    managed.retryAt = failed ? now + millis(this.#timings.syncRetryMs) : undefined;
+    managed.retryAt = failed ? now + millisToDuration(this.#timings.syncRetryMs) : undefined;
   }
 
   /** Why a container that does not run is not started now; undefined when it is (again). */
@@ -297,8 +293,8 @@ export class KubeletModel {
   #backoffLeft(key: string, finishedAt: Instant, now: Instant): number | undefined {
     const { restartBackoffMs: initial, maxRestartBackoffMs: max } = this.#timings;
     const entry = this.#backoff.get(key);
-    const expired = !entry || finishedAt - entry.lastUpdate > millis(2 * max);
-    if (!expired && now - finishedAt < millis(entry.backoffMs)) return entry.backoffMs;
+    const expired = !entry || finishedAt - entry.lastUpdate > millisToDuration(2 * max);
+    if (!expired && now - finishedAt < millisToDuration(entry.backoffMs)) return entry.backoffMs;
     this.#backoff.set(key, {
       backoffMs: expired ? initial : Math.min(entry.backoffMs * 2, max),
       lastUpdate: now,
