@@ -41,6 +41,11 @@ export const STORED_FILE_MODE = 0o600;
 /** Every directory the agent creates in the checkpoint trees. */
 export const DIR_MODE = 0o700;
 
+/** Permission bits as chmod and install take them: `0700`. */
+export function octalMode(mode: number): string {
+  return `0${mode.toString(8)}`;
+}
+
 /**
  * bootkube's name for a checkpoint manifest, `<namespace>-<name>.json`: what every checkpoint
  * gets unless another file holds it (lib/core/manifest_names.ts). Ambiguous: `kube/system-x` and

@@ -7,7 +7,7 @@
 import { statfs } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Config } from "../config/types.ts";
-import { DIR_MODE } from "../core/checkpoint_layout.ts";
+import { DIR_MODE, octalMode } from "../core/checkpoint_layout.ts";
 import {
   mountOf,
   type MountPoint,
@@ -79,10 +79,6 @@ export function describeDir(dir: ConfiguredDir): string {
   return dir.setting === "lockFile" ? `the lock file's directory ${dir.path}` : dir.path;
 }
 
-function octal(mode: number): string {
-  return `0${mode.toString(8)}`;
-}
-
 /** Where a directory is, or would be created: itself, or its nearest existing ancestor. */
 async function existingAt(path: string): Promise<{ at: string; dev: number }> {
   const at = nearestExisting(resolvedPath(path));
@@ -111,9 +107,9 @@ function missingFinding(dir: ConfiguredDir): Finding {
     "directory",
     dir.path,
     `${describeDir(dir)} (${dir.setting}) does not exist; the agent creates a missing directory ` +
-      `(${octal(DIR_MODE)}) when it first writes there${CONSEQUENCE[dir.role]}`,
+      `(${octalMode(DIR_MODE)}) when it first writes there${CONSEQUENCE[dir.role]}`,
     `create it (install.sh does${
-      mode === undefined ? "" : `: install -d -m ${octal(mode)} ${dir.path}`
+      mode === undefined ? "" : `: install -d -m ${octalMode(mode)} ${dir.path}`
     }), or correct ${dir.setting} if it is mistyped`,
   );
 }
@@ -122,8 +118,8 @@ function ownerFindings(dir: ConfiguredDir, info: Deno.FileInfo): Finding[] {
   if (dir.role === "lock") return [ok("directory", dir.path, `${describeDir(dir)} exists`)];
   const mode = (info.mode ?? 0) & 0o7777;
   const shown = `${describeDir(dir)} (${dir.setting}): owner ${info.uid}:${info.gid}, mode ` +
-    octal(mode);
-  const wanted = dir.mode !== undefined ? `chmod ${octal(dir.mode)} ${dir.path}` : "";
+    octalMode(mode);
+  const wanted = dir.mode !== undefined ? `chmod ${octalMode(dir.mode)} ${dir.path}` : "";
   if (info.uid !== 0 || (mode & 0o022) !== 0) {
     const why = WHO_ELSE_COULD[dir.setting] ?? "";
     return [error(
@@ -137,7 +133,7 @@ function ownerFindings(dir: ConfiguredDir, info: Deno.FileInfo): Finding[] {
     return [warning(
       "directory",
       dir.path,
-      `${shown}, expected ${octal(dir.mode)}: others can list what it holds`,
+      `${shown}, expected ${octalMode(dir.mode)}: others can list what it holds`,
       wanted,
     )];
   }

@@ -1,5 +1,7 @@
 /** What a `verify` check is, and the helpers every check shares. */
 
+import { octalMode } from "../core/checkpoint_layout.ts";
+
 export interface Finding {
   file: string;
   problem: string;
@@ -16,15 +18,11 @@ export interface Check {
   run(): Promise<CheckResult>;
 }
 
-function octal(mode: number): string {
-  return `0${mode.toString(8)}`;
-}
-
 /** A finding when `mode` (permission bits, null when unknown) is not `expected`. */
 export function modeFinding(file: string, mode: number | null, expected: number): Finding[] {
   return mode === null || mode === expected
     ? []
-    : [{ file, problem: `mode ${octal(mode)}, expected ${octal(expected)}` }];
+    : [{ file, problem: `mode ${octalMode(mode)}, expected ${octalMode(expected)}` }];
 }
 
 /** Permission bits; undefined when the path is gone. */
