@@ -13,6 +13,7 @@
 import { type Config, KUBELET_CA_OFF } from "../config/types.ts";
 import { settledIdentity } from "../disk/verified_files.ts";
 import { type ApiServerClient, createApiServerClient } from "./apiserver.ts";
+import type { ChangeFeed } from "./changes.ts";
 import { connectRuntime, type RuntimeClient } from "./cri.ts";
 import type { Logger } from "../util/log.ts";
 import { type Credentials, loadKubeconfig } from "./kubeconfig.ts";
@@ -24,6 +25,8 @@ export interface NodeSources {
   apiServer: ApiServerClient;
   kubelet: KubeletClient;
   runtime: RuntimeClient;
+  /** What the peers tell of their own accord, for passes on events; unset: nothing. */
+  changes?: ChangeFeed;
 }
 
 function unusableApiServer(reason: string): ApiServerClient {
