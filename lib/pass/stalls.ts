@@ -39,17 +39,21 @@ export interface StallInput {
   startTimeoutMs: number;
 }
 
+/** From when a checkpoint activated at `lastActivatedAt` without a running copy is stalled. */
+export function startTimeoutEnd(lastActivatedAt: string, startTimeoutMs: number): Instant {
+  return parseInstant(lastActivatedAt)! + millisToDuration(startTimeoutMs);
+}
+
 /** The started checkpoints active for startTimeout whose copy does not run, by id. */
 export function stalledStarts(input: StallInput): StalledStart[] {
   if (input.running === undefined) return [];
   const running = new Set(input.running.map((pod) => `${pod.namespace}/${pod.name}`));
-  const limit = millisToDuration(input.startTimeoutMs);
   const stalled: StalledStart[] = [];
   for (const record of input.records) {
     if (!input.started.has(record.id) || record.lastActivatedAt === undefined) continue;
-    const since = parseInstant(record.lastActivatedAt)!;
     const copy = copyPodId(record.id, input.nodeName);
-    if (input.now - since < limit || running.has(copy)) continue;
+    if (input.now < startTimeoutEnd(record.lastActivatedAt, input.startTimeoutMs)) continue;
+    if (running.has(copy)) continue;
     stalled.push({ id: record.id, activeSince: record.lastActivatedAt, copy });
   }
   return stalled;
