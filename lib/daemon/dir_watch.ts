@@ -1,0 +1,162 @@
+/**
+ * Tells the daemon when a file in the static-pod dir or the inactive dir is created, changed or
+ * removed (an operator, a kubeadm upgrade or another tool touching a manifest), so that a pass
+ * runs then and not at the next poll.
+ *
+ * inotify watches an inode, not a path: a dir removed and made again is a new one, and a dir
+ * that does not exist cannot be watched at all. So each dir's parent is watched too (or its
+ * nearest ancestor that exists), which sees the dir come and go, and the watch is set up again
+ * whenever a watched path is not the inode it was (`check`, after each pass and on such an
+ * event). Reading a dir or a file raises nothing; a close after writing does (`access`), and is
+ * ignored, since its write already raised `modify`.
+ *
+ * A watch that cannot be set up or fails (the kernel's inotify limits) leaves the dirs to the
+ * poll, said once at warn, and is tried again at each check.
+ */
+import { dirname } from "node:path";
+import type { Logger } from "../util/log.ts";
+
+/** Deno.watchFs, which a test may replace to make the watch fail as the kernel would. */
+export type WatchFs = (paths: string[], options: { recursive: boolean }) => Deno.FsWatcher;
+
+export interface DirWatchOptions {
+  /** Absolute paths of the dirs whose files matter. */
+  dirs: readonly string[];
+  /** Told of each change, with a few words for the log (`create /etc/kubernetes/manifests/x`). */
+  onChange: (reason: string) => void;
+  log: Logger;
+  watchFs?: WatchFs;
+}
+
+/** The dir itself when it exists, and its parent or nearest ancestor that exists. */
+function watchedPaths(dir: string): string[] {
+  const paths: string[] = [];
+  for (let path = dir;; path = dirname(path)) {
+    if (isDir(path)) {
+      paths.push(path);
+      if (path !== dir || path === dirname(path)) return paths;
+    }
+    if (path === dirname(path)) return paths;
+  }
+}
+
+function isDir(path: string): boolean {
+  try {
+    return Deno.statSync(path).isDirectory;
+  } catch {
+    return false;
+  }
+}
+
+/** Each path with its inode, which changes when the path is made again. */
+function identity(paths: readonly string[]): string {
+  return paths.map((path) => {
+    try {
+      const info = Deno.statSync(path);
+      return `${path} ${info.dev}:${info.ino}`;
+    } catch {
+      return `${path} absent`;
+    }
+  }).join("\n");
+}
+
+export class DirWatcher {
+  readonly #dirs: readonly string[];
+  readonly #onChange: (reason: string) => void;
+  readonly #log: Logger;
+  readonly #watchFs: WatchFs;
+  #watcher?: Deno.FsWatcher;
+  /** What the watcher watches, as `identity` says it; empty when nothing is watched. */
+  #watching = "";
+  #failing = false;
+  #closed = false;
+
+  constructor(opts: DirWatchOptions) {
+    this.#dirs = opts.dirs;
+    this.#onChange = opts.onChange;
+    this.#log = opts.log;
+    this.#watchFs = opts.watchFs ?? Deno.watchFs;
+  }
+
+  /** Whether the dirs are watched now (false: left to the poll). */
+  get watching(): boolean {
+    return this.#watcher !== undefined;
+  }
+
+  /** Watches the dirs as they are now, if that is not what is watched: a few stats. */
+  check() {
+    if (this.#closed) return;
+    const paths = [...new Set(this.#dirs.flatMap(watchedPaths))].sort();
+    const now = identity(paths);
+    if (this.#watcher && now === this.#watching) return;
+    this.#stopWatching();
+    let watcher: Deno.FsWatcher;
+    try {
+      watcher = this.#watchFs(paths, { recursive: false });
+    } catch (e) {
+      return this.#failed(e as Error);
+    }
+    this.#watcher = watcher;
+    this.#watching = now;
+    if (this.#failing) {
+      this.#failing = false;
+      this.#log.info("dir watch works again: changes in the manifest dirs run a pass", {
+        dirs: this.#dirs,
+      });
+    }
+    void this.#consume(watcher);
+  }
+
+  close() {
+    this.#closed = true;
+    this.#stopWatching();
+  }
+
+  async #consume(watcher: Deno.FsWatcher) {
+    try {
+      for await (const event of watcher) this.#event(event);
+    } catch (e) {
+      if (watcher === this.#watcher) this.#failed(e as Error);
+      return;
+    }
+    // Ended without being closed here: nothing is watched until the next check.
+    if (watcher === this.#watcher) this.#stopWatching();
+  }
+
+  #event(event: Deno.FsEvent) {
+    if (event.kind === "access") return;
+    let changed: string | undefined;
+    let moved = false;
+    for (const path of event.paths) {
+      if (this.#dirs.some((dir) => path === dir || dirname(path) === dir)) changed ??= path;
+      if (this.#dirs.some((dir) => dir === path || dir.startsWith(`${path}/`))) {
+        moved = true;
+        changed ??= path;
+      }
+    }
+    // A dir (or an ancestor) came or went: watch what is there now, and look at what it holds.
+    if (moved) this.check();
+    if (changed !== undefined) this.#onChange(`${event.kind} ${changed}`);
+  }
+
+  #failed(error: Error) {
+    this.#stopWatching();
+    if (this.#failing) return;
+    this.#failing = true;
+    this.#log.warn("dir watch failed: changes in the manifest dirs are seen at the next poll", {
+      dirs: this.#dirs,
+      error: error.message,
+    });
+  }
+
+  #stopWatching() {
+    const watcher = this.#watcher;
+    this.#watcher = undefined;
+    this.#watching = "";
+    try {
+      watcher?.close();
+    } catch {
+      // Already closed by the runtime when its watch ended.
+    }
+  }
+}
