@@ -185,7 +185,7 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
       case "wrong":
         return fail(c, 401, "wrong token", challenge);
       case "ok":
-        return c.json(await daemon.runPass());
+        return c.json(await daemon.runPass("POST /v1/reconcile"));
     }
   });
 

@@ -17,6 +17,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { PassReport } from "../pass/report.ts";
 import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Daemon } from "../daemon/daemon.ts";
+import { type PassCause, TRIGGERS } from "../daemon/pass_scheduler.ts";
 import { STATUS_STATES } from "../store/status_record.ts";
 import { NOT_READY_REASONS } from "../daemon/probes.ts";
 import { certificateExpiries } from "../sources/certificates.ts";
@@ -50,6 +51,7 @@ function seconds(t: Instant | undefined): number {
 export class AdminMetrics {
   readonly registry = new Registry();
   readonly #passes: Counter<"result">;
+  readonly #passesByTrigger: Counter<"trigger">;
   readonly #duration: Histogram;
   readonly #transitions: Counter<"from" | "to">;
   readonly #sourceErrors: Counter<"source" | "kind">;
@@ -67,6 +69,14 @@ export class AdminMetrics {
       registers,
     });
     for (const result of ["complete", "degraded"] as const) this.#passes.inc({ result }, 0);
+    this.#passesByTrigger = new Counter({
+      name: `${PREFIX}passes_by_trigger_total`,
+      help: "Passes run, by what asked first for each: start, poll (every poll interval), change " +
+        "(a source), files (the static-pod or inactive dir), deadline, request (the admin API).",
+      labelNames: ["trigger"],
+      registers,
+    });
+    for (const trigger of TRIGGERS) this.#passesByTrigger.inc({ trigger }, 0);
     this.#duration = new Histogram({
       name: `${PREFIX}pass_duration_seconds`,
       help: "How long a pass took, from observing the node to persisting its status.",
@@ -179,7 +189,7 @@ export class AdminMetrics {
       (g) => g.set(Deno.memoryUsage().rss),
     );
     // The listener must never throw: it runs inside the daemon's pass.
-    daemon.onPass((report) => this.observe(report));
+    daemon.onPass((report, cause) => this.observe(report, cause));
   }
 
   /** A gauge whose value is read from the daemon each time it is scraped. */
@@ -201,8 +211,9 @@ export class AdminMetrics {
   }
 
   /** Counts one finished pass. */
-  observe(report: PassReport) {
+  observe(report: PassReport, cause: PassCause) {
     this.#passes.inc({ result: report.complete ? "complete" : "degraded" });
+    this.#passesByTrigger.inc({ trigger: cause.trigger });
     this.#duration.observe(report.durationMs / 1000);
     for (const change of report.changes) {
       this.#transitions.inc({ from: change.from, to: change.to });

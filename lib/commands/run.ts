@@ -15,13 +15,15 @@ import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { Daemon } from "../daemon/daemon.ts";
+import type { PassCause } from "../daemon/pass_scheduler.ts";
 import { type SystemdEnv, SystemdNotifier } from "../daemon/systemd.ts";
 import { connectNode } from "../sources/node.ts";
 import { AgentStores } from "../store/agent_stores.ts";
 import { formatPassReport, formatPlan } from "./report.ts";
 
-export function logPassSummary(log: Logger, report: PassReport) {
+export function logPassSummary(log: Logger, report: PassReport, cause?: PassCause) {
   const fields = {
+    ...(cause ? { trigger: cause.trigger, reasons: cause.reasons, triggers: cause.triggers } : {}),
     complete: report.complete,
     durationMs: Math.round(report.durationMs * 10) / 10,
     starts: report.plan.starts.length,
@@ -58,7 +60,7 @@ async function runDaemon(daemon: Daemon, adminListen: ListenAddress, log: Logger
   };
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   for (const signal of signals) Deno.addSignalListener(signal, onSignal);
-  daemon.onPass((report) => logPassSummary(log, report));
+  daemon.onPass((report, cause) => logPassSummary(log, report, cause));
   log.info("started", { node: daemon.config.nodeName, pollInterval: daemon.config.pollIntervalMs });
   const admin = await serveAdmin({ daemon, listen: adminListen, clock: systemClock, log });
   try {

@@ -1,19 +1,23 @@
 /**
- * The daemon around the agent: a pass every poll interval, one pass at a time (the loop and
- * `POST /v1/reconcile` share it), and what the admin endpoint reports about the loop.
+ * The daemon around the agent: passes when something they depend on changes and every poll
+ * interval (pass_scheduler.ts), one at a time (the loop and `POST /v1/reconcile` share them),
+ * and what the admin endpoint reports about the loop.
  */
 import { CHECKPOINT_DIRS, loopAlive, passDeadlineMs, type Readiness, readiness } from "./probes.ts";
 import { Agent } from "../pass/agent.ts";
 import { trackedFromStore } from "../pass/observe.ts";
 import type { PassReport } from "../pass/report.ts";
 import type { Config } from "../config/types.ts";
-import { type Clock, type Instant, millisToDuration } from "../core/time.ts";
+import { type Clock, type Instant, millisToDuration, NANOS_PER_MILLI } from "../core/time.ts";
 import { readOnlyDirs } from "../disk/mounts.ts";
 import type { Logger } from "../util/log.ts";
+import { nextDeadline } from "./deadlines.ts";
+import { DirWatcher, type WatchFs } from "./dir_watch.ts";
 import { HeapTrimmer } from "./memory.ts";
+import { type PassCause, PassScheduler, type Timers } from "./pass_scheduler.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
 
-export type PassListener = (report: PassReport) => void;
+export type PassListener = (report: PassReport, cause: PassCause) => void;
 
 export class Daemon {
   readonly agent: Agent;
@@ -23,8 +27,10 @@ export class Daemon {
   readonly #log: Logger;
   readonly #listeners: PassListener[] = [];
   readonly #heap = new HeapTrimmer();
-  /** The pass under way (or the last one): passes queue behind it. */
-  #current: Promise<unknown> = Promise.resolve();
+  readonly #scheduler: PassScheduler<PassReport>;
+  readonly #watchFs?: WatchFs;
+  /** The manifest dirs' watch, while the loop runs. */
+  #dirs?: DirWatcher;
   /** When the daemon was made: the heartbeat is measured from here until the first pass. */
   readonly startedAt: Instant;
   /** When the pass under way started; undefined between passes. */
@@ -46,6 +52,10 @@ export class Daemon {
       log: Logger;
       /** Why the single-agent lock is not held, or its pid not written: said by /readyz. */
       lockProblem?: string;
+      /** The loop's timers; a test may drive them itself. */
+      timers?: Timers;
+      /** How the manifest dirs are watched; a test may make it fail. */
+      watchFs?: WatchFs;
     },
   ) {
     this.agent = opts.agent;
@@ -54,21 +64,28 @@ export class Daemon {
     this.#clock = opts.clock;
     this.#log = opts.log;
     this.#lockProblem = opts.lockProblem;
+    this.#watchFs = opts.watchFs;
     this.startedAt = opts.clock.now();
+    this.#scheduler = new PassScheduler({
+      run: (cause) => this.#pass(cause),
+      pollIntervalMs: opts.config.pollIntervalMs,
+      timers: opts.timers,
+      log: opts.log,
+    });
   }
 
+  /** Told of every pass, with what asked for it. The listener must never throw. */
   onPass(listener: PassListener) {
     this.#listeners.push(listener);
   }
 
-  /** Runs a pass after any pass under way; writes, persists, and tells the listeners. */
-  runPass(): Promise<PassReport> {
-    const next = this.#current.then(() => this.#pass());
-    this.#current = next.catch(() => {});
-    return next;
+  /** Runs a pass that starts after this call, after any pass under way; writes, persists, and
+   *  tells the listeners. Triggers waiting at that moment are answered by the same pass. */
+  runPass(reason = "request"): Promise<PassReport> {
+    return this.#scheduler.request(reason);
   }
 
-  async #pass(): Promise<PassReport> {
+  async #pass(cause: PassCause): Promise<PassReport> {
     this.#passStartedAt = this.#clock.now();
     let report: PassReport;
     try {
@@ -81,8 +98,23 @@ export class Daemon {
     this.lastTick = now;
     this.lastReport = report;
     if (report.complete) this.lastCompletePassAt = now;
-    for (const listener of this.#listeners) listener(report);
+    this.#armDeadline(report, now);
+    this.#dirs?.check();
+    this.#heap.trim();
+    for (const listener of this.#listeners) listener(report, cause);
     return report;
+  }
+
+  /** A timer for the next deadline the pass left (deadlines.ts); ignored outside the loop. */
+  #armDeadline(report: PassReport, now: Instant) {
+    const next = nextDeadline({
+      report,
+      records: this.stores.status.list(),
+      startTimeoutMs: this.config.startTimeoutMs,
+    });
+    // Rounded up: a timer that fires a little early would find the deadline still ahead.
+    const delayMs = next && Math.ceil(Number(next.at - now) / Number(NANOS_PER_MILLI));
+    this.#scheduler.setDeadline(delayMs, next?.reason ?? "");
   }
 
   /** Whether the daemon was made at least `ms` ago. */
@@ -120,30 +152,31 @@ export class Daemon {
     return this.agent.plan(trackedFromStore(this.stores.status));
   }
 
-  /** Passes every poll interval until `signal` aborts; the pass under way always finishes. */
+  /**
+   * Passes on what the sources tell (their ChangeFeed), on changes in the static-pod and inactive
+   * dirs, at deadlines and every poll interval, until `signal` aborts; then the timers, the
+   * watch and the subscription stop, and the pass under way finishes.
+   */
   async loop(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      try {
-        await this.runPass();
-      } catch (e) {
-        // A pass never throws by design; if one does, the loop must still go on.
-        this.#log.error("pass failed", { error: e as Error });
-      }
-      this.#heap.trim();
-      await sleep(this.config.pollIntervalMs, signal);
-    }
+    if (signal.aborted) return;
+    const scheduler = this.#scheduler;
+    const unsubscribe = this.agent.changes?.subscribe((reason) =>
+      scheduler.trigger("change", reason)
+    );
+    const dirs = new DirWatcher({
+      dirs: [this.config.staticPodDir, this.config.inactiveDir],
+      onChange: (reason) => scheduler.trigger("files", reason),
+      log: this.#log,
+      watchFs: this.#watchFs,
+    });
+    // Before the first pass: a change made while it runs is then not missed.
+    dirs.check();
+    this.#dirs = dirs;
+    scheduler.start();
+    await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+    unsubscribe?.();
+    dirs.close();
+    this.#dirs = undefined;
+    await scheduler.stop();
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-  });
 }

@@ -19,6 +19,7 @@ import { podId } from "../core/pod.ts";
 import { type PassResult, runPass } from "../core/pass.ts";
 import type { Clock, Instant } from "../core/time.ts";
 import { totalBytesWritten } from "../disk/atomic_write.ts";
+import type { ChangeFeed } from "../sources/changes.ts";
 import type { NodeSources } from "../sources/node.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
 import type { Logger } from "../util/log.ts";
@@ -85,6 +86,11 @@ export class Agent {
       failures: this.#failures,
     });
     this.#stalls = new StalledStartLog(config, log);
+  }
+
+  /** What the sources tell of their own accord, for passes on events; undefined: nothing. */
+  get changes(): ChangeFeed | undefined {
+    return this.#opts.sources.changes;
   }
 
   /** The file name of a checkpoint's manifests; undefined before a pass has placed it. */

@@ -11,6 +11,7 @@ import { writeKubeconfig } from "../../lib/sim/pki.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
 import { PASS_DURATION_BUCKETS } from "../../lib/admin/metrics.ts";
+import { TRIGGERS } from "../../lib/daemon/pass_scheduler.ts";
 import { NOT_READY_REASONS } from "../../lib/daemon/probes.ts";
 import { NANOS_PER_MILLI } from "../../lib/core/time.ts";
 import { STATUS_STATES } from "../../lib/store/status_record.ts";
@@ -37,6 +38,7 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
     const types = Object.fromEntries([...m.values()].map((family) => [family.name, family.type]));
     assertEquals(types, {
       ckpt_agent_passes_total: "counter",
+      ckpt_agent_passes_by_trigger_total: "counter",
       ckpt_agent_pass_duration_seconds: "histogram",
       ckpt_agent_state_transitions_total: "counter",
       ckpt_agent_source_errors_total: "counter",
@@ -57,6 +59,9 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
     for (const family of m.values()) assert(family.help.length > 0, family.name);
     assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "complete" }), 0);
     assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "degraded" }), 0);
+    for (const trigger of TRIGGERS) {
+      assertEquals(sampleValue(m, "ckpt_agent_passes_by_trigger_total", { trigger }), 0);
+    }
     for (const state of STATUS_STATES) {
       assertEquals(sampleValue(m, "ckpt_agent_checkpoints", { state }), 0);
     }
@@ -97,6 +102,11 @@ Deno.test("metrics: values after known passes, complete and degraded", async () 
     assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "complete" }), 1);
     assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "degraded" }), 3);
     assertEquals(labelSets(m.get("ckpt_agent_passes_total")), [["result"]]);
+    // The test runs each pass itself, as POST /v1/reconcile does.
+    for (const trigger of TRIGGERS) {
+      const n = sampleValue(m, "ckpt_agent_passes_by_trigger_total", { trigger });
+      assertEquals([trigger, n], [trigger, trigger === "request" ? 4 : 0]);
+    }
 
     // The test's clock stands still during a pass: every pass took 0 s.
     const duration = m.get("ckpt_agent_pass_duration_seconds")!;
