@@ -166,6 +166,8 @@ export class PassScheduler<R> {
    *  (and any a request still waits for) has ended. */
   async stop() {
     this.#started = false;
+    // Triggers nobody waits for need no pass any more; a request still gets its own.
+    if (this.#pending?.waiters.length === 0) this.#pending = undefined;
     this.#cancelPass?.();
     this.#cancelPoll?.();
     this.#cancelDeadline?.();
