@@ -89,13 +89,16 @@ export class DirWatcher {
     const paths = [...new Set(this.#dirs.flatMap(watchedPaths))].sort();
     const now = identity(paths);
     if (this.#watcher && now === this.#watching) return;
-    this.#stopWatching();
+    // The new watch before the old one ends: a change in between is told by one of them. What
+    // the old one had not told yet is lost, but it happened before this check, and the pass that
+    // follows looks at it.
     let watcher: Deno.FsWatcher;
     try {
       watcher = this.#watchFs(paths, { recursive: false });
     } catch (e) {
       return this.#failed(e as Error);
     }
+    this.#stopWatching();
     this.#watcher = watcher;
     this.#watching = now;
     if (this.#failing) {

@@ -11,7 +11,7 @@ import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon/daemon.ts";
-import { createLogger, type Logger } from "../../lib/util/log.ts";
+import { LogCapture } from "../helpers/log_capture.ts";
 import { connectNode } from "../../lib/sources/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
@@ -28,22 +28,7 @@ export class ManualClock implements Clock {
   }
 }
 
-export interface LogLine {
-  level: string;
-  msg: string;
-  [field: string]: unknown;
-}
-
-export class LogCapture {
-  readonly lines: LogLine[] = [];
-  readonly logger: Logger = createLogger({
-    minLevel: "debug",
-    write: (line) => this.lines.push(JSON.parse(line)),
-  });
-  find(msg: string): LogLine[] {
-    return this.lines.filter((l) => l.msg === msg);
-  }
-}
+export { LogCapture, type LogLine } from "../helpers/log_capture.ts";
 
 /** A daemon on a SimNode, without its loop: the test runs passes one by one. */
 export class DaemonFixture {
