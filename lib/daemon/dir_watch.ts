@@ -8,12 +8,12 @@
  * nearest ancestor that exists), which sees the dir come and go, and the watch is set up again
  * whenever a watched path is not the inode it was (`check`, after each pass and on such an
  * event). Reading a dir or a file raises nothing; a close after writing does (`access`), and is
- * ignored, since its write already raised `modify`.
+ * ignored, since its write already raised `modify`; so are dotfiles, which no pass reads.
  *
  * A watch that cannot be set up or fails (the kernel's inotify limits) leaves the dirs to the
  * poll, said once at warn, and is tried again at each check.
  */
-import { dirname } from "node:path";
+import { basename, dirname } from "node:path";
 import type { Logger } from "../util/log.ts";
 
 /** Deno.watchFs, which a test may replace to make the watch fail as the kernel would. */
@@ -131,7 +131,10 @@ export class DirWatcher {
     let changed: string | undefined;
     let moved = false;
     for (const path of event.paths) {
-      if (this.#dirs.some((dir) => path === dir || dirname(path) === dir)) changed ??= path;
+      const inDir = this.#dirs.includes(dirname(path));
+      // Dotfiles (the agent's own temp files among them) are not manifests to the kubelet or
+      // to a pass (lib/disk/manifests.ts): a change to one changes nothing a pass decides.
+      if (inDir && !basename(path).startsWith(".")) changed ??= path;
       if (this.#dirs.some((dir) => dir === path || dir.startsWith(`${path}/`))) {
         moved = true;
         changed ??= path;

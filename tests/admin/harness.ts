@@ -11,6 +11,8 @@ import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon/daemon.ts";
+import type { Timers } from "../../lib/daemon/pass_scheduler.ts";
+import type { ChangeFeed } from "../../lib/sources/changes.ts";
 import { LogCapture } from "../helpers/log_capture.ts";
 import { connectNode } from "../../lib/sources/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
@@ -42,19 +44,24 @@ export class DaemonFixture {
     readonly close: () => Promise<void>,
   ) {}
 
+  /** `loop`: what the sources tell of their own accord, and the loop's timers (which may move
+   *  the fixture's clock). */
   static async start(
     overrides: Partial<Config> = {},
     nodeOptions: SimNodeOptions = {},
+    loop: { changes?: ChangeFeed; timers?: (clock: ManualClock) => Timers } = {},
   ): Promise<DaemonFixture> {
     const node = await SimNode.start(nodeOptions);
     try {
       const config = node.config(overrides);
       const clock = new ManualClock();
       const log = new LogCapture();
-      const sources = await connectNode(config);
+      const connected = await connectNode(config);
+      const sources = loop.changes ? { ...connected, changes: loop.changes } : connected;
       const stores = await AgentStores.open(config.stateDir, log.logger);
       const agent = new Agent({ config, sources, clock, log: log.logger });
-      const daemon = new Daemon({ agent, stores, config, clock, log: log.logger });
+      const timers = loop.timers?.(clock);
+      const daemon = new Daemon({ agent, stores, config, clock, log: log.logger, timers });
       return new DaemonFixture(node, config, daemon, stores, clock, log, async () => {
         sources.runtime.close();
         await node.close();
