@@ -230,16 +230,19 @@ export class PassScheduler<R> {
     this.#cancelPoll?.();
     this.#cancelPoll = undefined;
     const startedAt = this.#timers.now();
+    // Those waiting for the pass are told once the next one is scheduled.
     this.#running = this.#run(pending.cause()).then(
       (result) => {
+        this.#ended(startedAt);
         for (const w of pending.waiters) w.resolve(result);
       },
       (error) => {
+        this.#ended(startedAt);
         for (const w of pending.waiters) w.reject(error);
         // A pass never throws by design; if one does, the passes must still go on.
         if (pending.waiters.length === 0) this.#log.error("pass failed", { error });
       },
-    ).finally(() => this.#ended(startedAt));
+    );
   }
 
   #ended(startedAt: number) {

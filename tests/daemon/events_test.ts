@@ -1,0 +1,205 @@
+/**
+ * The real daemon's loop on a simulated node, with a poll interval of an hour so that only events
+ * run passes: a change told on the sources' feed, a manifest removed from the static-pod dir, a
+ * grace deadline (on the test's clock and timers), an admin request; a pass hung on a peer is not
+ * made to look alive by the events behind it; and the loop stops cleanly.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { join } from "node:path";
+import { type Config } from "../../lib/config/types.ts";
+import { formatInstant } from "../../lib/core/time.ts";
+import { passDeadlineMs } from "../../lib/daemon/probes.ts";
+import { MAX_SPACING_MS, type PassCause } from "../../lib/daemon/pass_scheduler.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
+import { ChangeFanout } from "../../lib/sources/changes.ts";
+import { DaemonFixture, type ManualClock } from "../admin/harness.ts";
+import { ManualTimers } from "../helpers/manual_timers.ts";
+
+const HOUR_MS = 3_600_000;
+const APISERVER = "kube-system/kube-apiserver-7x2kq";
+
+/**
+ * The checkpoints written before the loop watches their dirs: the loop's first pass then writes
+ * nothing there, and no event of the agent's own mixes with those a test makes.
+ */
+const checkpointed = async (f: DaemonFixture) => void await f.pass();
+
+interface Looping {
+  f: DaemonFixture;
+  feed: ChangeFanout;
+  timers?: ManualTimers;
+  passes: { report: PassReport; cause: PassCause }[];
+  /** Waits (bounded, in real time) for a pass after the `after`th that `matches`. */
+  until(
+    matches: (report: PassReport, cause: PassCause) => boolean,
+    after?: number,
+  ): Promise<{ report: PassReport; cause: PassCause }>;
+}
+
+async function withLoop(
+  opts: { config?: Partial<Config>; manualTimers?: boolean },
+  fn: (l: Looping) => Promise<void>,
+) {
+  const feed = new ChangeFanout();
+  let timers: ManualTimers | undefined;
+  const f = await DaemonFixture.start(
+    { pollIntervalMs: HOUR_MS, ...opts.config },
+    {},
+    {
+      changes: feed,
+      ...(opts.manualTimers
+        ? { timers: (clock: ManualClock) => timers = new ManualTimers((ms) => clock.advance(ms)) }
+        : {}),
+    },
+  );
+  const stop = new AbortController();
+  let looping: Promise<void> | undefined;
+  try {
+    await checkpointed(f);
+    const passes: Looping["passes"] = [];
+    f.daemon.onPass((report, cause) => passes.push({ report, cause }));
+    const until: Looping["until"] = async (matches, after = 0) => {
+      const found = () => passes.slice(after).find((p) => matches(p.report, p.cause));
+      for (let i = 0; i < 1_500 && !found(); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const pass = found();
+      assert(pass, `no such pass; passes: ${JSON.stringify(passes.map((p) => p.cause))}`);
+      return pass;
+    };
+    looping = f.daemon.loop(stop.signal);
+    await fn({ f, feed, timers, passes, until });
+  } finally {
+    stop.abort();
+    await looping;
+    await f.close();
+  }
+}
+
+Deno.test("events: a change on the sources' feed runs a pass; the API server lost, it activates without waiting for the poll", async () => {
+  await withLoop({}, async ({ f, feed, passes, until }) => {
+    const first = await until((_, cause) => cause.trigger === "start");
+    assertEquals(first.report.plan.state[APISERVER]?.state, "inactive");
+    await f.node.loseControlPlane();
+    const seen = passes.length;
+    feed.emit("apiserver lost");
+    const lost = await until((_, cause) => cause.trigger === "change", seen);
+    assertEquals(lost.cause.reasons, ["apiserver lost"]);
+    assertEquals(lost.report.plan.starts.length, 3, "every checkpoint activated");
+    assertEquals(lost.report.applied.filter((a) => a.op === "start").length, 3);
+  });
+});
+
+Deno.test("events: a checkpoint's manifest removed from the static-pod dir runs a pass that puts it back", async () => {
+  await withLoop({}, async ({ f, feed, passes, until }) => {
+    await until((_, cause) => cause.trigger === "start");
+    await f.node.loseControlPlane();
+    feed.emit("apiserver lost");
+    await until((report) => report.plan.starts.length === 3);
+    const id = "kube-system/kube-scheduler-q8w2c";
+    const file = join(f.config.staticPodDir, f.daemon.agent.manifestFileOf(id)!);
+    const seen = passes.length;
+    await Deno.remove(file);
+    const back = await until(
+      (report) => report.applied.some((a) => a.op === "start" && a.id === id),
+      seen,
+    );
+    assertEquals(back.cause.trigger, "files");
+    assert(back.cause.reasons.includes(`remove ${file}`), back.cause.reasons.join(", "));
+    await Deno.stat(file);
+  });
+});
+
+Deno.test("events: a file written into the inactive dir runs a pass", async () => {
+  await withLoop({}, async ({ f, passes, until }) => {
+    await until((_, cause) => cause.trigger === "start");
+    const seen = passes.length;
+    const stray = join(f.config.inactiveDir, "stray.yaml");
+    await Deno.writeTextFile(stray, "kind: Pod\n");
+    const pass = await until((_, cause) => cause.reasons.includes(`create ${stray}`), seen);
+    assertEquals(pass.cause.trigger, "files");
+  });
+});
+
+Deno.test("events: a grace deadline runs the pass that garbage-collects at the deadline, not at the next poll", async () => {
+  // Nothing is written in the watched dirs until the deadline, and the test's timers fire only
+  // what it lets them.
+  await withLoop({ manualTimers: true }, async ({ f, timers, passes, until }) => {
+    await until((_, cause) => cause.trigger === "start");
+    const id = "kube-system/kube-controller-manager-m4t9z";
+    await f.node.deleteParent(id);
+    const gone = await f.daemon.runPass();
+    const graceEnd = gone.plan.state[id].graceEnd!;
+    assertEquals(gone.plan.state[id].state, "inactive-grace");
+    assertEquals(
+      graceEnd,
+      formatInstant(f.clock.now() + BigInt(f.config.checkpointGracePeriodMs) * 1_000_000n),
+    );
+    assertEquals(timers!.armed, [f.config.checkpointGracePeriodMs, HOUR_MS]);
+
+    const seen = passes.length;
+    await timers!.advance(f.config.checkpointGracePeriodMs - 1);
+    assertEquals(passes.length, seen, "nothing before the deadline");
+    await timers!.advance(1);
+    const removed = await until((_, cause) => cause.trigger === "deadline", seen);
+    assertEquals(removed.report.startedAt, graceEnd);
+    assertEquals(removed.report.plan.removes, [id]);
+    assertEquals(removed.cause.reasons, [`grace period of ${id} ends`]);
+    assert(!(id in removed.report.plan.state));
+  });
+});
+
+Deno.test("events: a pass hung on a peer is not made alive by the events queued behind it", async () => {
+  await withLoop(
+    { config: { apiTimeoutMs: HOUR_MS }, manualTimers: true },
+    async ({ f, feed, timers, passes, until }) => {
+      await until((_, cause) => cause.trigger === "start");
+      f.node.apiServer.setFault("hang");
+      const asked = f.node.apiServer.requests.length;
+      const seen = passes.length;
+      const asking = f.daemon.runPass("the test");
+      for (let i = 0; i < 1_000 && f.node.apiServer.requests.length === asked; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert(f.node.apiServer.requests.length > asked, "the pass asked the API server");
+      // Events keep coming while the pass waits past its deadline.
+      for (let i = 0; i < 20; i++) {
+        feed.emit("pod changed");
+        await timers!.advance(passDeadlineMs(f.config) / 10);
+      }
+      assertEquals(passes.length, seen, "no pass ran beside the hung one");
+      assertEquals(f.daemon.loopAlive(), false);
+
+      await f.node.apiServer.stopListening();
+      assertEquals((await asking).complete, false);
+      // The spacing after a pass that took that long: its cap.
+      await timers!.advance(MAX_SPACING_MS);
+      const after = await until((_, cause) => cause.trigger === "change", seen);
+      assertEquals(after.cause.triggers, 20, "the events behind it made one pass");
+      assert(f.daemon.loopAlive());
+    },
+  );
+});
+
+Deno.test("events: once the loop stops, changes run no pass, and an admin request still does", async () => {
+  const feed = new ChangeFanout();
+  const f = await DaemonFixture.start({ pollIntervalMs: HOUR_MS }, {}, { changes: feed });
+  try {
+    const stop = new AbortController();
+    const looping = f.daemon.loop(stop.signal);
+    const passes: PassCause[] = [];
+    f.daemon.onPass((_, cause) => passes.push(cause));
+    stop.abort();
+    await looping;
+    const ran = passes.length;
+    feed.emit("pod changed");
+    await Deno.writeTextFile(join(f.config.inactiveDir, "stray.yaml"), "kind: Pod\n");
+    const report = await f.daemon.runPass("POST /v1/reconcile");
+    assertEquals(passes.slice(ran).map((c) => [c.trigger, c.reasons]), [
+      ["request", ["POST /v1/reconcile"]],
+    ]);
+    assert(report.startedAt);
+  } finally {
+    await f.close();
+  }
+});
