@@ -188,7 +188,7 @@ export const SETTINGS = {
     kind: timeout,
     field: "pollIntervalMs",
     default: "5s",
-    help: "time between passes",
+    help: "time between passes when nothing asks for one sooner",
   }),
   refreshInterval: setting({
     flag: "refresh-interval",
