@@ -100,8 +100,8 @@ export class Daemon {
     if (report.complete) this.lastCompletePassAt = now;
     this.#armDeadline(report, now);
     this.#dirs?.check();
-    this.#heap.trim();
     for (const listener of this.#listeners) listener(report, cause);
+    this.#heap.trim();
     return report;
   }
 
