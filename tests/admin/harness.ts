@@ -44,16 +44,17 @@ export class DaemonFixture {
     readonly close: () => Promise<void>,
   ) {}
 
-  /** `loop`: what the sources tell of their own accord, and the loop's timers (which may move
-   *  the fixture's clock). */
+  /** `overrides`: settings, or settings made from the node (its paths); `loop`: what the
+   *  sources tell of their own accord, and the loop's timers (which may move the fixture's
+   *  clock). */
   static async start(
-    overrides: Partial<Config> = {},
+    overrides: Partial<Config> | ((node: SimNode) => Partial<Config>) = {},
     nodeOptions: SimNodeOptions = {},
     loop: { changes?: ChangeFeed; timers?: (clock: ManualClock) => Timers } = {},
   ): Promise<DaemonFixture> {
     const node = await SimNode.start(nodeOptions);
     try {
-      const config = node.config(overrides);
+      const config = node.config(typeof overrides === "function" ? overrides(node) : overrides);
       const clock = new ManualClock();
       const log = new LogCapture();
       const connected = await connectNode(config);

@@ -7,10 +7,11 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import { type Config } from "../../lib/config/types.ts";
-import { formatInstant } from "../../lib/core/time.ts";
+import { formatInstant, millisToDuration, parseInstant } from "../../lib/core/time.ts";
 import { passDeadlineMs } from "../../lib/daemon/probes.ts";
 import { MAX_SPACING_MS, type PassCause } from "../../lib/daemon/pass_scheduler.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
+import type { SimNode } from "../../lib/sim/node.ts";
 import { ChangeFanout } from "../../lib/sources/changes.ts";
 import { DaemonFixture, type ManualClock } from "../admin/harness.ts";
 import { ManualTimers } from "../helpers/manual_timers.ts";
@@ -37,13 +38,18 @@ interface Looping {
 }
 
 async function withLoop(
-  opts: { config?: Partial<Config>; manualTimers?: boolean },
+  opts: {
+    config?: (node: SimNode) => Partial<Config>;
+    manualTimers?: boolean;
+    /** What happens before the loop starts; by default, `checkpointed`. */
+    prepare?: (f: DaemonFixture) => Promise<void>;
+  },
   fn: (l: Looping) => Promise<void>,
 ) {
   const feed = new ChangeFanout();
   let timers: ManualTimers | undefined;
   const f = await DaemonFixture.start(
-    { pollIntervalMs: HOUR_MS, ...opts.config },
+    (node) => ({ pollIntervalMs: HOUR_MS, ...opts.config?.(node) }),
     {},
     {
       changes: feed,
@@ -55,7 +61,7 @@ async function withLoop(
   const stop = new AbortController();
   let looping: Promise<void> | undefined;
   try {
-    await checkpointed(f);
+    await (opts.prepare ?? checkpointed)(f);
     const passes: Looping["passes"] = [];
     f.daemon.onPass((report, cause) => passes.push({ report, cause }));
     const until: Looping["until"] = async (matches, after = 0) => {
@@ -133,7 +139,7 @@ Deno.test("events: a grace deadline runs the pass that garbage-collects at the d
     assertEquals(gone.plan.state[id].state, "inactive-grace");
     assertEquals(
       graceEnd,
-      formatInstant(f.clock.now() + BigInt(f.config.checkpointGracePeriodMs) * 1_000_000n),
+      formatInstant(f.clock.now() + millisToDuration(f.config.checkpointGracePeriodMs)),
     );
     assertEquals(timers!.armed, [f.config.checkpointGracePeriodMs, HOUR_MS]);
 
@@ -149,9 +155,46 @@ Deno.test("events: a grace deadline runs the pass that garbage-collects at the d
   });
 });
 
+Deno.test("events: a startTimeout runs the pass that judges the start stalled when it ends", async () => {
+  // The kubelet reads etc/kubernetes/manifests and this agent writes next to it, so no copy
+  // ever runs. The copies are activated before the loop watches the dirs.
+  const activated = async (f: DaemonFixture) => {
+    await f.pass();
+    await f.node.loseControlPlane();
+    assertEquals((await f.pass()).plan.starts.length, 3);
+    f.clock.advance(1_000);
+  };
+  const config = (node: SimNode) => ({
+    staticPodDir: join(node.root, "etc/kubernetes/other-manifests"),
+  });
+  await withLoop(
+    { config, manualTimers: true, prepare: activated },
+    async ({ f, timers, passes, until }) => {
+      const start = await until((_, cause) => cause.trigger === "start");
+      assertEquals(start.report.stalledStarts, []);
+      const left = f.config.startTimeoutMs - 1_000;
+      assertEquals(timers!.armed, [left, HOUR_MS]);
+
+      const seen = passes.length;
+      await timers!.advance(left);
+      const stalled = await until((_, cause) => cause.trigger === "deadline", seen);
+      assertEquals(stalled.report.stalledStarts.length, 3);
+      const since = parseInstant(stalled.report.stalledStarts[0].activeSince)!;
+      assertEquals(
+        stalled.report.startedAt,
+        formatInstant(since + millisToDuration(f.config.startTimeoutMs)),
+        "judged when the startTimeout ends",
+      );
+      assertEquals(stalled.cause.reasons.length, 1);
+      assert(stalled.cause.reasons[0].startsWith("startTimeout of kube-system/"));
+      assertEquals(passes.length, seen + 1, "one pass for the three");
+    },
+  );
+});
+
 Deno.test("events: a pass hung on a peer is not made alive by the events queued behind it", async () => {
   await withLoop(
-    { config: { apiTimeoutMs: HOUR_MS }, manualTimers: true },
+    { config: () => ({ apiTimeoutMs: HOUR_MS }), manualTimers: true },
     async ({ f, feed, timers, passes, until }) => {
       await until((_, cause) => cause.trigger === "start");
       f.node.apiServer.setFault("hang");
