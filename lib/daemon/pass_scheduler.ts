@@ -39,10 +39,17 @@ export interface Timers {
   after(ms: number, fn: () => void): () => void;
 }
 
+/**
+ * The longest a timer can wait: setTimeout fires at once for anything longer. A deadline further
+ * off (a grace period of months) gets a pass at this delay, which finds it still ahead and waits
+ * again.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export const realTimers: Timers = {
   now: () => performance.now(),
   after: (ms, fn) => {
-    const timer = setTimeout(fn, ms);
+    const timer = setTimeout(fn, Math.min(ms, MAX_TIMER_MS));
     return () => clearTimeout(timer);
   },
 };
@@ -192,7 +199,8 @@ export class PassScheduler<R> {
     this.#cancelDeadline?.();
     this.#cancelDeadline = undefined;
     if (!this.#started || delayMs === undefined) return;
-    this.#cancelDeadline = this.#timers.after(Math.max(0, delayMs), () => {
+    const ms = Math.min(Math.max(0, delayMs), MAX_TIMER_MS);
+    this.#cancelDeadline = this.#timers.after(ms, () => {
       this.#cancelDeadline = undefined;
       this.trigger("deadline", reason);
     });

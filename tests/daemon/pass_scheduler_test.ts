@@ -8,6 +8,7 @@ import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/stric
 import {
   COALESCE_MS,
   MAX_SPACING_MS,
+  MAX_TIMER_MS,
   MIN_SPACING_MS,
   type PassCause,
   PassScheduler,
@@ -184,6 +185,9 @@ Deno.test("scheduler: a deadline runs a pass when it falls; a new one replaces i
   s.setDeadline(0, "due now");
   await timers.advance(MIN_SPACING_MS);
   assertEquals(triggers(passes).slice(2), [[2_510, "deadline"]]);
+  // A deadline months away waits as long as a timer can, not at all.
+  s.setDeadline(200 * 24 * 3600 * 1000, "a long grace period ends");
+  assertEquals(timers.armed, [POLL_MS - MIN_SPACING_MS, MAX_TIMER_MS]);
   await s.stop();
 });
 
