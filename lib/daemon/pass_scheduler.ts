@@ -152,6 +152,8 @@ export class PassScheduler<R> {
   #lastEnd = -Infinity;
   #lastDurationMs = 0;
   #cancelPass?: () => void;
+  /** When the armed pass timer fires. */
+  #passDueAt?: number;
   #cancelPoll?: () => void;
   #cancelDeadline?: () => void;
 
@@ -178,7 +180,11 @@ export class PassScheduler<R> {
     this.#cancelPass?.();
     this.#cancelPoll?.();
     this.#cancelDeadline?.();
-    this.#cancelPass = this.#cancelPoll = this.#cancelDeadline = undefined;
+    this.#cancelPass =
+      this.#passDueAt =
+      this.#cancelPoll =
+      this.#cancelDeadline =
+        undefined;
     while (this.#running) await this.#running;
   }
 
@@ -218,16 +224,21 @@ export class PassScheduler<R> {
     this.#schedule();
   }
 
-  /** Runs the pending pass when it is due, or arms the timer for it. */
+  /** Runs the pending pass when it is due, or arms the timer for it (once per due time: a
+   *  storm of triggers does not set a timer each). */
   #schedule() {
+    const due = this.#running || !this.#pending
+      ? undefined
+      : this.#pending.dueAt(this.#lastEnd, spacingMs(this.#lastDurationMs));
+    if (due !== undefined && due === this.#passDueAt) return;
     this.#cancelPass?.();
-    this.#cancelPass = undefined;
-    if (this.#running || !this.#pending) return;
+    this.#cancelPass = this.#passDueAt = undefined;
+    if (due === undefined) return;
     const now = this.#timers.now();
-    const due = this.#pending.dueAt(this.#lastEnd, spacingMs(this.#lastDurationMs));
     if (due <= now) return this.#runPending();
+    this.#passDueAt = due;
     this.#cancelPass = this.#timers.after(due - now, () => {
-      this.#cancelPass = undefined;
+      this.#cancelPass = this.#passDueAt = undefined;
       this.#schedule();
     });
   }
