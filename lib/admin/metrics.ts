@@ -61,22 +61,20 @@ export class AdminMetrics {
   /** Registers the metrics and subscribes to the daemon's passes. */
   constructor(daemon: Daemon) {
     const registers = [this.registry];
-    this.#passes = new Counter({
-      name: `${PREFIX}passes_total`,
-      help: "Passes run, by result: complete (every source answered, every write succeeded) " +
+    this.#passes = this.#passCounter(
+      "passes_total",
+      "Passes run, by result: complete (every source answered, every write succeeded) " +
         "or degraded.",
-      labelNames: ["result"],
-      registers,
-    });
-    for (const result of ["complete", "degraded"] as const) this.#passes.inc({ result }, 0);
-    this.#passesByTrigger = new Counter({
-      name: `${PREFIX}passes_by_trigger_total`,
-      help: "Passes run, by what asked first for each: start, poll (every poll interval), change " +
+      "result",
+      ["complete", "degraded"],
+    );
+    this.#passesByTrigger = this.#passCounter(
+      "passes_by_trigger_total",
+      "Passes run, by what asked first for each: start, poll (every poll interval), change " +
         "(a source), files (the static-pod or inactive dir), deadline, request (the admin API).",
-      labelNames: ["trigger"],
-      registers,
-    });
-    for (const trigger of TRIGGERS) this.#passesByTrigger.inc({ trigger }, 0);
+      "trigger",
+      TRIGGERS,
+    );
     this.#duration = new Histogram({
       name: `${PREFIX}pass_duration_seconds`,
       help: "How long a pass took, from observing the node to persisting its status.",
@@ -190,6 +188,23 @@ export class AdminMetrics {
     );
     // The listener must never throw: it runs inside the daemon's pass.
     daemon.onPass((report, cause) => this.observe(report, cause));
+  }
+
+  /** A counter of passes by one label, every value present from the start. */
+  #passCounter<L extends string>(
+    name: string,
+    help: string,
+    label: L,
+    values: readonly string[],
+  ): Counter<L> {
+    const counter = new Counter({
+      name: `${PREFIX}${name}`,
+      help,
+      labelNames: [label],
+      registers: [this.registry],
+    });
+    for (const value of values) counter.inc({ [label]: value } as Record<L, string>, 0);
+    return counter;
   }
 
   /** A gauge whose value is read from the daemon each time it is scraped. */
