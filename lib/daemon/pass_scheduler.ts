@@ -146,9 +146,11 @@ export class PassScheduler<R> {
   readonly #timers: Timers;
   readonly #log: Logger;
   #started = false;
-  /** The pass under way; undefined between passes. */
+  /** The pass (or the work between passes) under way; undefined when none. */
   #running?: Promise<void>;
   #pending?: Pending<R>;
+  /** Work waiting to run between passes (`between`), first first. */
+  readonly #between: (() => Promise<void>)[] = [];
   #lastEnd = -Infinity;
   #lastDurationMs = 0;
   #cancelPass?: () => void;
@@ -172,7 +174,7 @@ export class PassScheduler<R> {
   }
 
   /** Cancels every timer and ignores triggers from now on; resolves once the pass under way
-   *  (and any a request still waits for) has ended. */
+   *  (and any a request still waits for, and any work waiting between passes) has ended. */
   async stop() {
     this.#started = false;
     // Triggers nobody waits for need no pass any more; a request still gets its own.
@@ -197,6 +199,17 @@ export class PassScheduler<R> {
   request(reason: string): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.#add("request", reason, { resolve, reject });
+    });
+  }
+
+  /**
+   * Runs `work` when no pass is under way, and holds the passes asked for meanwhile until it
+   * ends: for what changes what a pass reads, and must not do so in the middle of one.
+   */
+  between<T>(work: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#between.push(() => work().then(resolve, reject));
+      this.#schedule();
     });
   }
 
@@ -227,6 +240,7 @@ export class PassScheduler<R> {
   /** Runs the pending pass when it is due, or arms the timer for it (once per due time: a
    *  storm of triggers does not set a timer each). */
   #schedule() {
+    if (!this.#running && this.#between.length > 0) return this.#runBetween();
     const due = this.#running || !this.#pending
       ? undefined
       : this.#pending.dueAt(this.#lastEnd, spacingMs(this.#lastDurationMs));
@@ -239,6 +253,16 @@ export class PassScheduler<R> {
     this.#passDueAt = due;
     this.#cancelPass = this.#timers.after(due - now, () => {
       this.#cancelPass = this.#passDueAt = undefined;
+      this.#schedule();
+    });
+  }
+
+  #runBetween() {
+    this.#cancelPass?.();
+    this.#cancelPass = this.#passDueAt = undefined;
+    const work = this.#between.shift()!;
+    this.#running = work().then(() => {
+      this.#running = undefined;
       this.#schedule();
     });
   }

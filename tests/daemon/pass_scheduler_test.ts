@@ -221,6 +221,34 @@ Deno.test("scheduler: a pass that throws is logged, and passes go on", async () 
   await s.stop();
 });
 
+Deno.test("scheduler: work between passes waits for the pass under way and holds the ones asked meanwhile", async () => {
+  const { s, timers, passes } = scheduler({ passMs: 20 });
+  s.start();
+  const log: string[] = [];
+  const work = (name: string, ms: number, fail = false) =>
+    s.between(async () => {
+      log.push(`${name} from ${timers.now()} (passes: ${passes.length})`);
+      await new Promise<void>((resolve) => timers.after(ms, resolve));
+      if (fail) throw new Error(`${name} broke`);
+      return name;
+    });
+  const first = work("verb", 30);
+  await timers.advance(10);
+  assertEquals(log, [], "not in the middle of a pass");
+  const asked = s.request("POST /v1/reconcile");
+  await timers.advance(10);
+  assertEquals(log, ["verb from 20 (passes: 1)"]);
+  const second = work("rollback", 5, true);
+  await timers.advance(35);
+  assertEquals(await first, "verb");
+  await assertRejects(second, "rollback broke");
+  assertEquals(log.at(-1), "rollback from 50 (passes: 1)", "work before the passes it holds");
+  await timers.advance(20);
+  assertEquals(await asked, 2);
+  assertEquals(triggers(passes), [[0, "start"], [55, "request"]]);
+  await s.stop();
+});
+
 Deno.test("scheduler: the spacing is the last pass's duration, between its floor and its cap", () => {
   assertEquals(
     [0, 20, MIN_SPACING_MS, 400, MAX_SPACING_MS, 420_000].map(spacingMs),
