@@ -127,6 +127,36 @@ Deno.test("events: a file written into the inactive dir runs a pass", async () =
   });
 });
 
+Deno.test("events: the agent's own writes in the watched dirs cost one more pass, never a chain", async () => {
+  // The first pass writes the checkpoints while their dirs are watched. The kernel tells a
+  // watch's events in order, so once a sentinel file's creation has run a pass, every event of
+  // the agent's writes before it has too: a second sentinel then runs exactly one pass of its
+  // own if and only if that pass wrote nothing.
+  const nothing = async () => {};
+  await withLoop({ manualTimers: true, prepare: nothing }, async ({ f, timers, passes, until }) => {
+    const sentinelPass = async (name: string) => {
+      const path = join(f.config.inactiveDir, name);
+      await Deno.writeTextFile(path, "");
+      const asked = (p: { cause: PassCause }) => p.cause.reasons.includes(`create ${path}`);
+      for (let i = 0; i < 500 && !passes.some(asked); i++) {
+        await timers!.advance(MAX_SPACING_MS);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const index = passes.findIndex(asked);
+      assert(index >= 0, `no pass for ${name}: ${JSON.stringify(passes.map((p) => p.cause))}`);
+      return { index, path };
+    };
+    const start = await until((_, cause) => cause.trigger === "start");
+    assert(start.report.bytesWritten > 0);
+    const first = await sentinelPass("sentinel-1");
+    assertEquals(passes[first.index].report.bytesWritten, 0);
+    const second = await sentinelPass("sentinel-2");
+    assertEquals(second.index, first.index + 1, "no pass between the two sentinels");
+    assertEquals(passes[second.index].cause.reasons, [`create ${second.path}`]);
+    assertEquals(passes[second.index].report.bytesWritten, 0);
+  });
+});
+
 Deno.test("events: a grace deadline runs the pass that garbage-collects at the deadline, not at the next poll", async () => {
   // Nothing is written in the watched dirs until the deadline, and the test's timers fire only
   // what it lets them.
