@@ -1,0 +1,117 @@
+/**
+ * Promotion by readiness on a simulated node, with the real agent: a parent's new spec whose pod
+ * never becomes Ready is never promoted, and after a power cut the copy the kubelet runs is the
+ * old, good spec with its own files; a good new spec is promoted once its pod has been Ready for
+ * promoteAfter, into a version directory of its own, the old version kept beside it.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { join } from "node:path";
+import { hostPathsOf, versionsDir } from "../../lib/core/checkpoint_layout.ts";
+import { asArray, type Json } from "../../lib/core/json.ts";
+import type { Pod } from "../../lib/core/pod.ts";
+import { pathExists } from "../../lib/disk/dirs.ts";
+import { type AgentOnNode, withAgentOnNode } from "../helpers/agent_on_node.ts";
+
+const ID = "kube-system/kube-controller-manager-m4t9z";
+const FILE = "kube-system-kube-controller-manager-m4t9z.json";
+const POLL_MS = 5_000;
+
+function containerOf(pod: Pod): Json {
+  return asArray((pod.spec as Json).containers)[0];
+}
+
+/** Passes every poll interval for `ms` of both clocks; the kubelet acts every second between. */
+async function runFor(n: AgentOnNode, ms: number, each?: (atMs: number) => void) {
+  for (let at = POLL_MS; at <= ms; at += POLL_MS) {
+    n.clock.advance(POLL_MS);
+    await n.node.advance(POLL_MS);
+    const report = await n.pass();
+    assertEquals(report.errors, []);
+    each?.(at);
+  }
+}
+
+async function readPod(path: string): Promise<Pod> {
+  return JSON.parse(await Deno.readTextFile(path));
+}
+
+Deno.test("a spec that never becomes Ready is never promoted; an outage then runs the old spec", async () => {
+  await withAgentOnNode({}, { promoteAfterMs: 60_000 }, async (n) => {
+    const c = n.config();
+    const inactive = join(c.inactiveDir, FILE);
+    assertEquals((await n.pass()).errors, []);
+    const good = await Deno.readTextFile(inactive);
+    const goodImage = containerOf(JSON.parse(good)).image;
+    const goodFiles = hostPathsOf(JSON.parse(good));
+
+    const badImage = "registry.k8s.io/kube-controller-manager:v1.99.0-typo";
+    n.node.breakImage(badImage);
+    await n.node.updateParent(ID, (pod) => {
+      containerOf(pod).image = badImage;
+      return pod;
+    });
+    await runFor(n, 300_000);
+
+    assertEquals(await Deno.readTextFile(inactive), good, "the kept version stays in place");
+    const candidate = JSON.parse(
+      await Deno.readTextFile(join(versionsDir(c, ID), "candidate.json")),
+    );
+    assertEquals(candidate.version, 2);
+    assertEquals(containerOf(candidate.manifest).image, badImage);
+    assertEquals(n.log.find("candidate promoted"), []);
+    assert(n.log.find("candidate waits; the kept version stays in place").length >= 1);
+    for (const dir of goodFiles) assert(await pathExists(dir), dir);
+
+    await n.node.loseControlPlane();
+    await runFor(n, 30_000);
+    const active = await readPod(join(c.staticPodDir, FILE));
+    assertEquals(containerOf(active).image, goodImage);
+    assertEquals(hostPathsOf(active), goodFiles);
+    const copy = `${ID}-${n.node.nodeName}`;
+    assert(
+      n.node.events.some((e) => e.pod === copy && e.event === "container-running"),
+      "the kubelet runs the copy of the good spec",
+    );
+  });
+});
+
+Deno.test("a spec Ready for promoteAfter is promoted, into files of its own", async () => {
+  await withAgentOnNode({}, { promoteAfterMs: 60_000 }, async (n) => {
+    const c = n.config();
+    const inactive = join(c.inactiveDir, FILE);
+    assertEquals((await n.pass()).errors, []);
+    const first = await Deno.readTextFile(inactive);
+    const firstFiles = hostPathsOf(JSON.parse(first));
+    const secretDir = firstFiles.find((d) => d.startsWith(c.secretsDir))!;
+    const oldKey = await Deno.readTextFile(join(secretDir, "service-account.key"));
+
+    // A new flag and a rotated key: the new spec must never mount the old version's files,
+    // nor the old version the new key.
+    n.node.apiServer.setSecret("kube-system", "kube-controller-manager", {
+      "ca.crt": "new ca\n",
+      "service-account.key": "new key\n",
+    });
+    await n.node.updateParent(ID, (pod) => {
+      (containerOf(pod).command as string[]).push("--v=2");
+      return pod;
+    });
+    let promotedAtMs: number | undefined;
+    await runFor(n, 120_000, (at) => {
+      if (promotedAtMs === undefined && n.log.find("candidate promoted").length > 0) {
+        promotedAtMs = at;
+      }
+    });
+    // Ready within the kubelet's first second, so promoted on the first pass 60 s after that.
+    assertEquals(promotedAtMs, 65_000);
+    const promoted = await readPod(inactive);
+    assert((containerOf(promoted).command as string[]).includes("--v=2"));
+    const newFiles = hostPathsOf(promoted).filter((d) => d.startsWith(c.secretsDir));
+    assert(newFiles.every((d) => d.includes("/_v2/")), JSON.stringify(newFiles));
+    const newSecretDir = newFiles.find((d) => d.startsWith(c.secretsDir))!;
+    assertEquals(await Deno.readTextFile(join(newSecretDir, "service-account.key")), "new key\n");
+    // The first version is kept, whole, with the files it had.
+    assertEquals(await Deno.readTextFile(join(versionsDir(c, ID), "1.json")), first);
+    assertEquals(await Deno.readTextFile(join(secretDir, "service-account.key")), oldKey);
+    assertEquals(await pathExists(join(versionsDir(c, ID), "candidate.json")), false);
+  });
+});
