@@ -9,7 +9,9 @@
 import { type Context, type Handler, Hono } from "hono";
 import type { PassReport } from "../pass/report.ts";
 import { parseValidId } from "../core/ids.ts";
-import type { Clock, Instant } from "../core/time.ts";
+import { type Clock, formatInstant, type Instant } from "../core/time.ts";
+import { versionsView, type VersionsView } from "../disk/versions.ts";
+import { VerbError, type VerbName, type VerbRequest, VERBS } from "../pass/verbs.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import type { Logger } from "../util/log.ts";
 import { InvalidIdError, sandboxIdProblem } from "../store/layout.ts";
@@ -19,7 +21,7 @@ import { isLoopbackHostHeader } from "./listen.ts";
 import type { AdminMetrics } from "./metrics.ts";
 import { liveness } from "../daemon/probes.ts";
 import type { AdminToken } from "./token.ts";
-import { checkpointView, type SandboxView } from "./views.ts";
+import { type CheckpointVersions, checkpointView, type SandboxView } from "./views.ts";
 
 export interface AdminAppOptions {
   daemon: Daemon;
@@ -33,7 +35,29 @@ export interface AdminAppOptions {
   loopbackHostOnly: boolean;
 }
 
-type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 413 | 421 | 500 | 503;
+type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 409 | 413 | 421 | 500 | 503;
+
+function isVerb(verb: string | undefined): verb is VerbName {
+  return (VERBS as readonly string[]).includes(verb ?? "");
+}
+
+/** A verb's options from the query (`?to=N`, `?force=true`), or what is wrong with them. */
+function verbOptions(
+  verb: VerbName,
+  to: string | undefined,
+  force: string | undefined,
+): Pick<VerbRequest, "to" | "force"> | string {
+  if (to !== undefined && (verb !== "rollback" || !/^[1-9][0-9]{0,8}$/.test(to))) {
+    return verb === "rollback" ? "to: must be a version number" : `${verb} takes no to`;
+  }
+  if (force !== undefined && (verb !== "purge" || !["true", "false"].includes(force))) {
+    return verb === "purge" ? "force: must be true or false" : `${verb} takes no force`;
+  }
+  return {
+    ...(to !== undefined ? { to: Number(to) } : {}),
+    ...(force === "true" ? { force: true } : {}),
+  };
+}
 
 function fail(c: Context, status: ErrorStatus, error: string, headers?: Record<string, string>) {
   return c.json({ error }, status, headers);
@@ -118,14 +142,41 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
     return c.body(await metrics.text(), 200, { "Content-Type": metrics.contentType });
   });
 
-  route("GET", "/v1/checkpoints", (c) => {
-    const checkpoints = daemon.stores.status.list().map((r) =>
-      checkpointView(r, daemon.config, daemon.agent.manifestFileOf(r.id))
+  /** A checkpoint's view, with its versions as on disk and as the agent watches them. */
+  const viewOf = async (record: StatusView) => {
+    const file = daemon.agent.manifestFileOf(record.id);
+    return checkpointView(
+      record,
+      daemon.config,
+      file,
+      file === undefined
+        ? undefined
+        : withCandidate(await versionsView(daemon.config, record.id, file), record.id),
     );
+  };
+  const withCandidate = (versions: VersionsView, id: string): CheckpointVersions => {
+    const watched = daemon.agent.candidateOf(id);
+    if (!versions.candidate || !watched || watched.version !== versions.candidate.version) {
+      return versions;
+    }
+    return {
+      ...versions,
+      candidate: {
+        ...versions.candidate,
+        ...(watched.readySince !== undefined
+          ? { readySince: formatInstant(watched.readySince) }
+          : {}),
+        waiting: watched.why,
+      },
+    };
+  };
+
+  route("GET", "/v1/checkpoints", async (c) => {
+    const checkpoints = await Promise.all(daemon.stores.status.list().map(viewOf));
     return c.json({ checkpoints });
   });
 
-  route("GET", "/v1/checkpoints/:namespace/:name", (c) => {
+  route("GET", "/v1/checkpoints/:namespace/:name", async (c) => {
     const id = `${c.req.param("namespace") ?? ""}/${c.req.param("name") ?? ""}`;
     if (!parseValidId(id)) return fail(c, 400, BAD_CHECKPOINT_ID);
     let record: StatusView | undefined;
@@ -137,7 +188,50 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
       throw e;
     }
     if (!record) return fail(c, 404, `no checkpoint ${id}`);
-    return c.json(checkpointView(record, daemon.config, daemon.agent.manifestFileOf(id)));
+    return c.json(await viewOf(record));
+  });
+
+  /** Undefined when the request carries the token; else the answer that refuses it. */
+  const refused = async (c: Context) => {
+    const challenge = { "WWW-Authenticate": 'Bearer realm="ckpt-agent"' };
+    switch (await token.authorize(c.req.header("authorization"))) {
+      case "disabled":
+        return fail(c, 403, "mutating requests are disabled on this agent (its log says why)");
+      case "missing":
+        return fail(c, 401, "missing bearer token", challenge);
+      case "wrong":
+        return fail(c, 401, "wrong token", challenge);
+      case "ok":
+        return undefined;
+    }
+  };
+
+  // One verb at a time: a second one while the first waits for a pass would act on a
+  // checkpoint the first is changing; it is refused, never queued.
+  let verbUnderWay = false;
+  route("POST", "/v1/checkpoints/:namespace/:name/:verb", async (c) => {
+    const denied = await refused(c);
+    if (denied) return denied;
+    const verb = c.req.param("verb");
+    if (!isVerb(verb)) return fail(c, 404, `no verb ${verb}; the verbs: ${VERBS.join(", ")}`);
+    const id = `${c.req.param("namespace")}/${c.req.param("name")}`;
+    if (!parseValidId(id)) return fail(c, 400, BAD_CHECKPOINT_ID);
+    const options = verbOptions(verb, c.req.query("to"), c.req.query("force"));
+    if (typeof options === "string") return fail(c, 400, options);
+    if (verbUnderWay) return fail(c, 409, "another verb is under way; try again once it has ended");
+    verbUnderWay = true;
+    try {
+      const result = await daemon.between(() =>
+        daemon.agent.verb(daemon.stores, { verb, id, ...options })
+      );
+      if (result.rolledBack) metrics.rolledBack();
+      return c.json(result);
+    } catch (e) {
+      if (e instanceof VerbError) return fail(c, e.status, e.message);
+      throw e;
+    } finally {
+      verbUnderWay = false;
+    }
   });
 
   // Any other shape under /v1/checkpoints/ (one segment, three, an encoded slash) is a bad id.
@@ -176,17 +270,7 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
   });
 
   route("POST", "/v1/reconcile", async (c) => {
-    const challenge = { "WWW-Authenticate": 'Bearer realm="ckpt-agent"' };
-    switch (await token.authorize(c.req.header("authorization"))) {
-      case "disabled":
-        return fail(c, 403, "mutating requests are disabled on this agent (its log says why)");
-      case "missing":
-        return fail(c, 401, "missing bearer token", challenge);
-      case "wrong":
-        return fail(c, 401, "wrong token", challenge);
-      case "ok":
-        return c.json(await daemon.runPass());
-    }
+    return await refused(c) ?? c.json(await daemon.runPass());
   });
 
   for (const [path, methods] of known) {

@@ -63,7 +63,15 @@ export class Daemon {
 
   /** Runs a pass after any pass under way; writes, persists, and tells the listeners. */
   runPass(): Promise<PassReport> {
-    const next = this.#current.then(() => this.#pass());
+    return this.between(() => this.#pass());
+  }
+
+  /**
+   * Runs `work` when no pass is under way, and holds the next pass until it ends: for the
+   * operator's verbs (lib/pass/verbs.ts), which change what a pass reads.
+   */
+  between<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.#current.then(work);
     this.#current = next.catch(() => {});
     return next;
   }

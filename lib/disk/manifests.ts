@@ -292,6 +292,17 @@ async function removeManifests(dir: string, id: string, keep?: string): Promise<
   return removed;
 }
 
+/** The name under which the static-pod dir holds this checkpoint, if it does: it is active. */
+export async function activeManifestFile(
+  paths: CheckpointTrees,
+  id: string,
+): Promise<string | undefined> {
+  for (const name of manifestFileNames(id)) {
+    if (await holdsCheckpoint(join(paths.staticPodDir, name), id)) return name;
+  }
+  return undefined;
+}
+
 /**
  * Withdraws a checkpoint from the kubelet: its active manifest under either name, but `keep`
  * (an activation's own name, when a copy under the other name is left over). A file there that

@@ -259,6 +259,40 @@ export interface KeptOnDisk {
   stored: StoredVersions;
 }
 
+/** What `status` and the admin endpoint show of a checkpoint's versions. */
+export interface VersionsView {
+  /** The version in place (its inactive manifest's); unset when none matches yet. */
+  kept?: number;
+  /** Every version kept, ascending. */
+  versions: number[];
+  pinned?: StoredPin;
+  candidate?: { version: number; seenAt: string };
+  problems?: string[];
+}
+
+/** A checkpoint's versions, read without writing anything. */
+export async function versionsView(
+  trees: CheckpointTrees,
+  id: string,
+  file: string,
+): Promise<VersionsView> {
+  const { inactiveManifest } = checkpointPaths(trees, id, file);
+  const [text, stored] = await Promise.all([
+    readTextOrUndefined(inactiveManifest),
+    readStoredVersions(trees, id),
+  ]);
+  const kept = text === undefined ? undefined : keptVersionOf(stored, text);
+  return {
+    ...(kept !== undefined ? { kept } : {}),
+    versions: stored.versions.map((v) => v.version),
+    ...(stored.pinned ? { pinned: stored.pinned } : {}),
+    ...(stored.candidate
+      ? { candidate: { version: stored.candidate.version, seenAt: stored.candidate.seenAt } }
+      : {}),
+    ...(stored.problems.length > 0 ? { problems: stored.problems } : {}),
+  };
+}
+
 /**
  * Reads which version is in place. An inactive manifest no version matches (written before
  * versions existed, or edited by hand) is adopted as a version of its own, kept like any
