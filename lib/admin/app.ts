@@ -10,7 +10,7 @@ import { type Context, type Handler, Hono } from "hono";
 import type { PassReport } from "../pass/report.ts";
 import { parseValidId } from "../core/ids.ts";
 import { type Clock, formatInstant, type Instant } from "../core/time.ts";
-import { versionsView, type VersionsView } from "../disk/versions.ts";
+import { type VersionsView, versionsView } from "../disk/versions.ts";
 import { VerbError, type VerbName, type VerbRequest, VERBS } from "../pass/verbs.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import type { Logger } from "../util/log.ts";

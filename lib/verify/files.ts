@@ -16,7 +16,7 @@ import {
   storedFilesOwner,
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
-import { isCheckpoint, type Pod, podId } from "../core/pod.ts";
+import { isCheckpoint, podId } from "../core/pod.ts";
 import { apiReferences } from "../core/sanitize.ts";
 import { equalBytes, TEMP_MARKER } from "../disk/atomic_write.ts";
 import { type ManifestDir, type ManifestFile, readManifestDir } from "../disk/manifests.ts";
