@@ -163,7 +163,7 @@ async function rollback(
   const target = to ?? numbers.at(-2);
   const version = stored.versions.find((v) => v.version === target);
   if (target === undefined || !version) {
-    const which = to === undefined ? "an older version" : `version ${to}`;
+    const which = to === undefined ? "older version" : `version ${to}`;
     throw new VerbError(404, `${id} has no ${which} (versions: ${numbers.join(", ") || "none"})`);
   }
   const pod = parseManifestText(version.text);
