@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { hostPathsOf, versionsDir } from "../../lib/core/checkpoint_layout.ts";
 import { asArray, type Json } from "../../lib/core/json.ts";
 import type { Pod } from "../../lib/core/pod.ts";
+import type { Config } from "../../lib/config/types.ts";
 import { pathExists } from "../../lib/disk/dirs.ts";
 import { type AgentOnNode, withAgentOnNode } from "../helpers/agent_on_node.ts";
 
@@ -35,12 +36,20 @@ async function readPod(path: string): Promise<Pod> {
   return JSON.parse(await Deno.readTextFile(path));
 }
 
-Deno.test("a spec that never becomes Ready is never promoted; an outage then runs the old spec", async () => {
-  await withAgentOnNode({}, { promoteAfterMs: 60_000 }, async (n) => {
+/** The agent with promoteAfter 60 s, after the pass that took the first checkpoints. */
+function afterFirstPass(
+  fn: (n: AgentOnNode, c: Config, inactive: string, first: string) => Promise<void>,
+) {
+  return withAgentOnNode({}, { promoteAfterMs: 60_000 }, async (n) => {
     const c = n.config();
     const inactive = join(c.inactiveDir, FILE);
     assertEquals((await n.pass()).errors, []);
-    const good = await Deno.readTextFile(inactive);
+    await fn(n, c, inactive, await Deno.readTextFile(inactive));
+  });
+}
+
+Deno.test("a spec that never becomes Ready is never promoted; an outage then runs the old spec", async () => {
+  await afterFirstPass(async (n, c, inactive, good) => {
     const goodImage = containerOf(JSON.parse(good)).image;
     const goodFiles = hostPathsOf(JSON.parse(good));
 
@@ -76,11 +85,7 @@ Deno.test("a spec that never becomes Ready is never promoted; an outage then run
 });
 
 Deno.test("a spec Ready for promoteAfter is promoted, into files of its own", async () => {
-  await withAgentOnNode({}, { promoteAfterMs: 60_000 }, async (n) => {
-    const c = n.config();
-    const inactive = join(c.inactiveDir, FILE);
-    assertEquals((await n.pass()).errors, []);
-    const first = await Deno.readTextFile(inactive);
+  await afterFirstPass(async (n, c, inactive, first) => {
     const firstFiles = hostPathsOf(JSON.parse(first));
     const secretDir = firstFiles.find((d) => d.startsWith(c.secretsDir))!;
     const oldKey = await Deno.readTextFile(join(secretDir, "service-account.key"));
