@@ -28,6 +28,7 @@ import {
   readKept,
   removeCandidate,
   type StoredCandidate,
+  type StoredVersions,
   writeCandidate,
   writeVersionManifest,
 } from "../disk/versions.ts";
@@ -56,6 +57,21 @@ function fromStored(stored: StoredCandidate | undefined): Candidate | undefined 
   const seenAt = stored && parseInstant(stored.seenAt);
   if (!stored || seenAt === undefined) return undefined;
   return { manifest: renderManifest(stored.manifest), version: stored.version, seenAt };
+}
+
+/**
+ * The number a first version gets: the newest version stored when it is this very spec (a first
+ * checkpoint whose inactive manifest could not be written, on a full disk, is tried again as
+ * the same version, not as a new one each pass), else the next.
+ */
+function firstVersion(parent: Pod, dirs: Config, stored: StoredVersions): number {
+  const newest = stored.versions.at(-1);
+  if (
+    newest && renderManifest(sanitizeCheckpoint(parent, dirs, newest.version).pod) === newest.text
+  ) {
+    return newest.version;
+  }
+  return nextVersion(stored, undefined);
 }
 
 /** What one pass's refresh of secrets and configmaps has learnt so far. */
@@ -206,7 +222,7 @@ export class CheckpointWriter {
     const onDisk = await readKept(this.#paths, id, manifest);
     const stored = onDisk.stored;
     const first = onDisk.kept === undefined;
-    const keptVersion = onDisk.kept ?? nextVersion(stored, undefined);
+    const keptVersion = onDisk.kept ?? firstVersion(parent, config, stored);
     const asKept = sanitizeCheckpoint(parent, config, keptVersion);
     this.#warnOnce(id, asKept.warnings);
     const version = nextVersion(stored, onDisk.kept);
