@@ -81,6 +81,29 @@ Deno.test("a spec that never becomes Ready is never promoted; an outage then run
       n.node.events.some((e) => e.pod === copy && e.event === "container-running"),
       "the kubelet runs the copy of the good spec",
     );
+
+    // Back, and the operator fixes the spec: the good change replaces the bad candidate and is
+    // promoted once its pod has been Ready for promoteAfter, not before.
+    await n.node.restoreControlPlane();
+    await runFor(n, 30_000);
+    assertEquals(await Deno.readTextFile(inactive), good);
+    await n.node.updateParent(ID, (pod) => {
+      containerOf(pod).image = goodImage;
+      (containerOf(pod).command as string[]).push("--v=2");
+      return pod;
+    });
+    let promotedAtMs: number | undefined;
+    await runFor(n, 120_000, (at) => {
+      if (promotedAtMs === undefined && n.log.find("candidate promoted").length > 0) {
+        promotedAtMs = at;
+      }
+    });
+    assertEquals(promotedAtMs, 65_000);
+    const promoted = await readPod(inactive);
+    assertEquals(containerOf(promoted).image, goodImage);
+    assert((containerOf(promoted).command as string[]).includes("--v=2"));
+    // The bad spec never became a version: the good one is version 2.
+    assertEquals(JSON.parse(await Deno.readTextFile(join(versionsDir(c, ID), "2.json"))), promoted);
   });
 });
 
