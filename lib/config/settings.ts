@@ -249,7 +249,7 @@ export const SETTINGS = {
     kind: absolutePath,
     field: "adminTokenFile",
     default: "/etc/ckpt-agent/admin-token",
-    help: "bearer token for `POST /v1/reconcile` (0600 or stricter)",
+    help: "bearer token for `POST /v1/reconcile` and the verbs (0600 or stricter)",
   }),
 };
 
