@@ -41,7 +41,7 @@ function isVerb(verb: string | undefined): verb is VerbName {
   return (VERBS as readonly string[]).includes(verb ?? "");
 }
 
-/** A verb's options from the query (`?to=N`, `?force=true`), or what is wrong with them. */
+/** A verb's options (`to=N`, `force=true`), or what is wrong with them. */
 function verbOptions(
   verb: VerbName,
   to: string | undefined,
@@ -57,6 +57,30 @@ function verbOptions(
     ...(to !== undefined ? { to: Number(to) } : {}),
     ...(force === "true" ? { force: true } : {}),
   };
+}
+
+/**
+ * A verb's options from a JSON body (`{"to": 2}`, `{"force": true}`), as the query writes them;
+ * an empty body has none. What is wrong with it otherwise.
+ */
+function bodyOptions(text: string): { to?: string; force?: string } | string {
+  if (text.trim() === "") return {};
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return "body: not JSON";
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    return "body: must be a JSON object";
+  }
+  const out: { to?: string; force?: string } = {};
+  for (const [key, value] of Object.entries(body)) {
+    if (key === "to" && typeof value === "number") out.to = String(value);
+    else if (key === "force" && typeof value === "boolean") out.force = String(value);
+    else return `body: ${key}: not an option of the verbs (to: a number, force: a boolean)`;
+  }
+  return out;
 }
 
 function fail(c: Context, status: ErrorStatus, error: string, headers?: Record<string, string>) {
@@ -216,7 +240,13 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
     if (!isVerb(verb)) return fail(c, 404, `no verb ${verb}; the verbs: ${VERBS.join(", ")}`);
     const id = `${c.req.param("namespace")}/${c.req.param("name")}`;
     if (!parseValidId(id)) return fail(c, 400, BAD_CHECKPOINT_ID);
-    const options = verbOptions(verb, c.req.query("to"), c.req.query("force"));
+    const body = bodyOptions(await c.req.text());
+    if (typeof body === "string") return fail(c, 400, body);
+    const [to, force] = [c.req.query("to"), c.req.query("force")];
+    if ((to !== undefined && body.to) || (force !== undefined && body.force)) {
+      return fail(c, 400, "an option given both in the query and in the body");
+    }
+    const options = verbOptions(verb, to ?? body.to, force ?? body.force);
     if (typeof options === "string") return fail(c, 400, options);
     if (verbUnderWay) return fail(c, 409, "another verb is under way; try again once it has ended");
     verbUnderWay = true;

@@ -71,6 +71,22 @@ Deno.test("verbs: a missing or wrong token, a bad id, an unknown id, verb or ver
       [`${ID}/rollback?to=9`, TOKEN, 404, "has no version 9"],
       [`${ID}/pin?force=true`, TOKEN, 400, "pin takes no force"],
     ];
+    const bodies: [string, string, string][] = [
+      [`${ID}/rollback`, "[1]", "body: must be a JSON object"],
+      [`${ID}/rollback`, "{", "body: not JSON"],
+      [`${ID}/rollback`, '{"to": "2"}', "body: to: not an option"],
+      [`${ID}/rollback?to=2`, '{"to": 2}', "an option given both"],
+      [`${ID}/pin`, '{"force": true}', "pin takes no force"],
+    ];
+    for (const [path, body, error] of bodies) {
+      const response = await f.request(`/v1/checkpoints/${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+        body,
+      });
+      assertEquals([body, response.status], [body, 400]);
+      assert((await response.json()).error.startsWith(error), body);
+    }
     for (const [path, token, status, error] of cases) {
       const response = await verb(f, path, token);
       const body = await response.json();
@@ -152,7 +168,11 @@ Deno.test("verbs: while active, rollback replaces the running copy; purge is ref
     assertEquals(refused.status, 409);
     assert((await refused.json()).error.includes("purge --force"));
     assertEquals((await verb(f, `${ID}/purge?force=false`)).status, 409);
-    const purged = await ok(f, `${ID}/purge?force=true`);
+    const purged: VerbResult = await (await f.request(`/v1/checkpoints/${ID}/purge`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ force: true }),
+    })).json();
     assertEquals(purged.changed, true);
     for (const path of [active, join(f.config.inactiveDir, FILE), versionsDir(f.config, ID)]) {
       assertEquals(await pathExists(path), false, path);
