@@ -123,11 +123,18 @@ function request(verb: VerbName, id: string, extra: Record<string, unknown>): Ve
 
 export function verbCommand(verb: VerbName): (args: string[]) => Promise<number> {
   return async (args) => {
-    const [id, ...rest] = args;
-    if (id === undefined || id.startsWith("-")) {
-      throw new UsageError("the checkpoint is required: NAMESPACE/NAME, as `status` lists it");
+    const { config, extra, positionals } = await loadConfig(args, {
+      extraFlags: commandOptions(verb),
+      positionals: true,
+    });
+    if (positionals.length !== 1) {
+      throw new UsageError(
+        positionals.length === 0
+          ? "the checkpoint is required: NAMESPACE/NAME, as `status` lists it"
+          : `one checkpoint at a time, not ${positionals.length}`,
+      );
     }
-    const { config, extra } = await loadConfig(rest, { extraFlags: commandOptions(verb) });
+    const id = positionals[0];
     const output = outputFormat(extra.output);
     const req = request(verb, id, extra);
     const agent = await throughAgent(config, req);

@@ -44,7 +44,9 @@ Deno.test("verbs on disk with no agent running: idempotent, shown by status, ref
     assertEquals(pin.code, 0, pin.stderr);
     assert(pin.stdout.includes(`source: the disk, under ${c.lockFile}`), pin.stdout);
     assert(pin.stdout.includes(`${ID}: pinned`), pin.stdout);
-    assert((await cli("pin", ID)).stdout.includes("already pinned since"));
+    // The id may also come after the flags.
+    const after = await runCli(["pin", "--config", config, ID]);
+    assert(after.stdout.includes("already pinned since"), after.stderr);
     assert(pin.stderr.includes('"msg":"checkpoint pin"'), "the verb is logged");
 
     const rollback = await cli("rollback", ID, "--output", "json");
@@ -71,6 +73,7 @@ Deno.test("verbs on disk with no agent running: idempotent, shown by status, ref
         [["pin", "kube_system/x"], 2, "bad checkpoint id"],
         [["pin", "kube-system/nobody"], 1, "no checkpoint kube-system/nobody"],
         [["pin"], 2, "the checkpoint is required"],
+        [["pin", ID, SCHEDULER], 2, "one checkpoint at a time, not 2"],
       ] as const
     ) {
       const r = await cli(...args);
