@@ -32,6 +32,18 @@ async function runFor(n: AgentOnNode, ms: number, each?: (atMs: number) => void)
   }
 }
 
+/** Passes for two minutes after a change; when the first promotion was logged, if one was. */
+async function promotionTime(n: AgentOnNode): Promise<number | undefined> {
+  const before = n.log.find("candidate promoted").length;
+  let promotedAtMs: number | undefined;
+  await runFor(n, 120_000, (at) => {
+    if (promotedAtMs === undefined && n.log.find("candidate promoted").length > before) {
+      promotedAtMs = at;
+    }
+  });
+  return promotedAtMs;
+}
+
 async function readPod(path: string): Promise<Pod> {
   return JSON.parse(await Deno.readTextFile(path));
 }
@@ -92,12 +104,7 @@ Deno.test("a spec that never becomes Ready is never promoted; an outage then run
       (containerOf(pod).command as string[]).push("--v=2");
       return pod;
     });
-    let promotedAtMs: number | undefined;
-    await runFor(n, 120_000, (at) => {
-      if (promotedAtMs === undefined && n.log.find("candidate promoted").length > 0) {
-        promotedAtMs = at;
-      }
-    });
+    const promotedAtMs = await promotionTime(n);
     assertEquals(promotedAtMs, 65_000);
     const promoted = await readPod(inactive);
     assertEquals(containerOf(promoted).image, goodImage);
@@ -123,12 +130,7 @@ Deno.test("a spec Ready for promoteAfter is promoted, into files of its own", as
       (containerOf(pod).command as string[]).push("--v=2");
       return pod;
     });
-    let promotedAtMs: number | undefined;
-    await runFor(n, 120_000, (at) => {
-      if (promotedAtMs === undefined && n.log.find("candidate promoted").length > 0) {
-        promotedAtMs = at;
-      }
-    });
+    const promotedAtMs = await promotionTime(n);
     // Ready within the kubelet's first second, so promoted on the first pass 60 s after that.
     assertEquals(promotedAtMs, 65_000);
     const promoted = await readPod(inactive);
