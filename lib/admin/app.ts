@@ -7,8 +7,10 @@
  * every request is logged as one line. Ids are validated before any lookup.
  */
 import { type Context, type Handler, Hono } from "hono";
+import { z } from "zod";
 import type { PassReport } from "../pass/report.ts";
 import { parseValidId } from "../core/ids.ts";
+import { formatSchemaError } from "../core/schema_error.ts";
 import { type Clock, formatInstant, type Instant } from "../core/time.ts";
 import { type VersionsView, versionsView } from "../disk/versions.ts";
 import { VerbError, type VerbName, type VerbRequest, VERBS } from "../pass/verbs.ts";
@@ -59,9 +61,15 @@ function verbOptions(
   };
 }
 
+/** A verb's options in a JSON body: `{"to": 2}`, `{"force": true}`. */
+const VerbBodySchema = z.strictObject({
+  to: z.number().int().optional(),
+  force: z.boolean().optional(),
+});
+
 /**
- * A verb's options from a JSON body (`{"to": 2}`, `{"force": true}`), as the query writes them;
- * an empty body has none. What is wrong with it otherwise.
+ * A verb's options from a JSON body, as the query writes them; an empty body has none. What is
+ * wrong with it otherwise, naming the field.
  */
 function bodyOptions(text: string): { to?: string; force?: string } | string {
   if (text.trim() === "") return {};
@@ -71,16 +79,13 @@ function bodyOptions(text: string): { to?: string; force?: string } | string {
   } catch {
     return "body: not JSON";
   }
-  if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    return "body: must be a JSON object";
-  }
-  const out: { to?: string; force?: string } = {};
-  for (const [key, value] of Object.entries(body)) {
-    if (key === "to" && typeof value === "number") out.to = String(value);
-    else if (key === "force" && typeof value === "boolean") out.force = String(value);
-    else return `body: ${key}: not an option of the verbs (to: a number, force: a boolean)`;
-  }
-  return out;
+  const parsed = VerbBodySchema.safeParse(body);
+  if (!parsed.success) return `body: ${formatSchemaError(parsed.error)}`;
+  const { to, force } = parsed.data;
+  return {
+    ...(to !== undefined ? { to: String(to) } : {}),
+    ...(force !== undefined ? { force: String(force) } : {}),
+  };
 }
 
 function fail(c: Context, status: ErrorStatus, error: string, headers?: Record<string, string>) {

@@ -72,9 +72,10 @@ Deno.test("verbs: a missing or wrong token, a bad id, an unknown id, verb or ver
       [`${ID}/pin?force=true`, TOKEN, 400, "pin takes no force"],
     ];
     const bodies: [string, string, string][] = [
-      [`${ID}/rollback`, "[1]", "body: must be a JSON object"],
+      [`${ID}/rollback`, "[1]", "body: document: expected object"],
       [`${ID}/rollback`, "{", "body: not JSON"],
-      [`${ID}/rollback`, '{"to": "2"}', "body: to: not an option"],
+      [`${ID}/rollback`, '{"to": "2"}', "body: to: expected number"],
+      [`${ID}/rollback`, '{"version": 2}', "body: version: unknown field"],
       [`${ID}/rollback?to=2`, '{"to": 2}', "an option given both"],
       [`${ID}/pin`, '{"force": true}', "pin takes no force"],
     ];
