@@ -11,7 +11,7 @@ import { z } from "zod";
 import type { PassReport } from "../pass/report.ts";
 import { parseValidId } from "../core/ids.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
-import { type Clock, formatInstant, type Instant } from "../core/time.ts";
+import type { Clock, Instant } from "../core/time.ts";
 import { type VersionsView, versionsView } from "../disk/versions.ts";
 import { VerbError, type VerbName, type VerbRequest, VERBS } from "../pass/verbs.ts";
 import type { Daemon } from "../daemon/daemon.ts";
@@ -183,21 +183,13 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
         : withCandidate(await versionsView(daemon.config, record.id, file), record.id),
     );
   };
+  /** Why the candidate waits, as the agent last decided. */
   const withCandidate = (versions: VersionsView, id: string): CheckpointVersions => {
     const watched = daemon.agent.candidateOf(id);
     if (!versions.candidate || !watched || watched.version !== versions.candidate.version) {
       return versions;
     }
-    return {
-      ...versions,
-      candidate: {
-        ...versions.candidate,
-        ...(watched.readySince !== undefined
-          ? { readySince: formatInstant(watched.readySince) }
-          : {}),
-        waiting: watched.why,
-      },
-    };
+    return { ...versions, candidate: { ...versions.candidate, waiting: watched.why } };
   };
 
   route("GET", "/v1/checkpoints", async (c) => {

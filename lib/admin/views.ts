@@ -38,8 +38,6 @@ export interface CheckpointView {
 /** The versions of a checkpoint as shown: what is on disk, and what the agent watches. */
 export interface CheckpointVersions extends VersionsView {
   candidate?: VersionsView["candidate"] & {
-    /** Since when its parent has been Ready, as the running agent saw it. */
-    readySince?: string;
     /** Why it is not promoted yet, as the running agent last decided. */
     waiting?: string;
   };

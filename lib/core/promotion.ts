@@ -18,6 +18,8 @@ export interface Candidate {
   seenAt: Instant;
   /** Since when every pass has seen its parent Ready; unset while it is not. */
   readySince?: Instant;
+  /** The last pass that saw its parent Ready. */
+  lastReadyAt?: Instant;
 }
 
 /** What one pass sees of a parent, for its checkpoint. */
@@ -25,6 +27,11 @@ export interface PromotionFacts {
   now: Instant;
   /** `promoteAfter`: 0 promotes a new spec at once, as before versions existed. */
   promoteAfterMs: number;
+  /**
+   * The longest time between two passes that saw the parent Ready for its readiness to count
+   * as continuous (readinessGapMs): longer, and nobody looked in between.
+   */
+  maxGapMs: number;
   /** The parent has no checkpoint yet: its first is taken as it is. */
   first: boolean;
   /** The parent, sanitized for the kept version's files, renders as the kept manifest. */
@@ -58,12 +65,14 @@ export function decidePromotion(f: PromotionFacts): PromotionDecision {
   if (f.runsKept) return { kind: "kept" };
   const same = f.candidate?.manifest === f.manifest && f.candidate.version === f.version;
   const earlier = same ? f.candidate : undefined;
-  const readySince = f.ready ? earlier?.readySince ?? f.now : undefined;
+  const streak = earlier?.readySince !== undefined && earlier.lastReadyAt !== undefined &&
+    f.now - earlier.lastReadyAt <= millisToDuration(f.maxGapMs);
+  const readySince = f.ready ? (streak ? earlier!.readySince : f.now) : undefined;
   const candidate: Candidate = {
     manifest: f.manifest,
     version: f.version,
     seenAt: earlier?.seenAt ?? f.now,
-    ...(readySince !== undefined ? { readySince } : {}),
+    ...(readySince !== undefined ? { readySince, lastReadyAt: f.now } : {}),
   };
   if (f.pinned) return { kind: "wait", candidate, why: "pinned" };
   if (f.promoteAfterMs === 0) return { kind: "promote", candidate };
@@ -75,6 +84,16 @@ export function decidePromotion(f: PromotionFacts): PromotionDecision {
     candidate,
     why: `Ready for less than ${seconds(f.promoteAfterMs)}`,
   };
+}
+
+/**
+ * How far apart two passes that saw a parent Ready may be for its readiness to count as
+ * continuous: three poll intervals, as liveness allows the loop (lib/daemon/probes.ts). A pass
+ * that outran that, an agent stopped for longer, and readiness starts over; an agent restarted
+ * at once, or `--once` run every poll interval, keeps it.
+ */
+export function readinessGapMs(pollIntervalMs: number): number {
+  return 3 * pollIntervalMs;
 }
 
 /** What the pass knows about the pod besides the pod itself. */

@@ -37,6 +37,9 @@ import { ensureDir, removeTree } from "./dirs.ts";
 const CandidateSchema = z.object({
   version: z.number().int().min(FIRST_VERSION),
   seenAt: z.string(),
+  /** Since when, and when last, a pass saw its parent Ready (lib/core/promotion.ts). */
+  readySince: z.string().optional(),
+  lastReadyAt: z.string().optional(),
   manifest: PodSchema,
 });
 export type StoredCandidate = z.infer<typeof CandidateSchema>;
@@ -266,8 +269,13 @@ export interface VersionsView {
   /** Every version kept, ascending. */
   versions: number[];
   pinned?: StoredPin;
-  candidate?: { version: number; seenAt: string };
+  candidate?: Omit<StoredCandidate, "manifest">;
   problems?: string[];
+}
+
+function withoutManifest(candidate: StoredCandidate): Omit<StoredCandidate, "manifest"> {
+  const { manifest: _, ...rest } = candidate;
+  return rest;
 }
 
 /** A checkpoint's versions, read without writing anything. */
@@ -286,9 +294,7 @@ export async function versionsView(
     ...(kept !== undefined ? { kept } : {}),
     versions: stored.versions.map((v) => v.version),
     ...(stored.pinned ? { pinned: stored.pinned } : {}),
-    ...(stored.candidate
-      ? { candidate: { version: stored.candidate.version, seenAt: stored.candidate.seenAt } }
-      : {}),
+    ...(stored.candidate ? { candidate: withoutManifest(stored.candidate) } : {}),
     ...(stored.problems.length > 0 ? { problems: stored.problems } : {}),
   };
 }

@@ -16,7 +16,12 @@ import { parseValidId } from "../core/ids.ts";
 import type { ManifestNames } from "../core/manifest_names.ts";
 import type { PassResult } from "../core/pass.ts";
 import type { Pod } from "../core/pod.ts";
-import { type Candidate, decidePromotion, parentReadiness } from "../core/promotion.ts";
+import {
+  type Candidate,
+  decidePromotion,
+  parentReadiness,
+  readinessGapMs,
+} from "../core/promotion.ts";
 import { sanitizeCheckpoint, type SanitizedCheckpoint } from "../core/sanitize.ts";
 import { actionOf } from "../core/state.ts";
 import { formatInstant, type Instant, millisToDuration, parseInstant } from "../core/time.ts";
@@ -56,7 +61,28 @@ export function checkpointedIds(result: PassResult): string[] {
 function fromStored(stored: StoredCandidate | undefined): Candidate | undefined {
   const seenAt = stored && parseInstant(stored.seenAt);
   if (!stored || seenAt === undefined) return undefined;
-  return { manifest: renderManifest(stored.manifest), version: stored.version, seenAt };
+  const readySince = stored.readySince === undefined ? undefined : parseInstant(stored.readySince);
+  const lastReadyAt = stored.lastReadyAt === undefined
+    ? undefined
+    : parseInstant(stored.lastReadyAt);
+  return {
+    manifest: renderManifest(stored.manifest),
+    version: stored.version,
+    seenAt,
+    ...(readySince !== undefined && lastReadyAt !== undefined ? { readySince, lastReadyAt } : {}),
+  };
+}
+
+/** A candidate as its versions directory keeps it. */
+function toStored(candidate: Candidate): StoredCandidate {
+  const { readySince, lastReadyAt } = candidate;
+  return {
+    version: candidate.version,
+    seenAt: formatInstant(candidate.seenAt),
+    ...(readySince !== undefined ? { readySince: formatInstant(readySince) } : {}),
+    ...(lastReadyAt !== undefined ? { lastReadyAt: formatInstant(lastReadyAt) } : {}),
+    manifest: JSON.parse(candidate.manifest),
+  };
 }
 
 /**
@@ -232,6 +258,7 @@ export class CheckpointWriter {
     const decision = decidePromotion({
       now: work.now,
       promoteAfterMs: config.promoteAfterMs,
+      maxGapMs: readinessGapMs(config.pollIntervalMs),
       first,
       runsKept: asNext === undefined,
       manifest: asNext ? renderManifest(asNext.pod) : "",
@@ -314,15 +341,11 @@ export class CheckpointWriter {
   async #watch(id: string, candidate: Candidate, why: string, stored?: StoredCandidate) {
     const earlier = this.#candidates.get(id);
     this.#candidates.set(id, { ...candidate, why });
-    if (
-      !stored || stored.version !== candidate.version || renderManifest(stored.manifest) !==
-        candidate.manifest
-    ) {
-      await writeCandidate(this.#paths, id, {
-        version: candidate.version,
-        seenAt: formatInstant(candidate.seenAt),
-        manifest: JSON.parse(candidate.manifest),
-      });
+    // Kept on disk with its wait, so that a restarted agent (or `--once` run every poll
+    // interval) goes on with it; an unchanged candidate is not rewritten.
+    const next = toStored(candidate);
+    if (!stored || JSON.stringify(stored) !== JSON.stringify(next)) {
+      await writeCandidate(this.#paths, id, next);
     }
     if (earlier?.manifest !== candidate.manifest || earlier.why !== why) {
       this.#opts.log.info("candidate waits; the kept version stays in place", {

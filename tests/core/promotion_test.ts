@@ -18,6 +18,7 @@ function facts(f: Partial<PromotionFacts>): PromotionFacts {
   return {
     now: T0,
     promoteAfterMs: 60_000,
+    maxGapMs: 15_000,
     first: false,
     runsKept: false,
     manifest: "spec B",
@@ -28,12 +29,13 @@ function facts(f: Partial<PromotionFacts>): PromotionFacts {
   };
 }
 
-function watched(readySince?: bigint, manifest = "spec B"): Candidate {
+/** A candidate seen Ready since `readySince`, last by the pass `lastReadyAgo` seconds ago. */
+function watched(readySince?: bigint, manifest = "spec B", lastReadyAgo = 5n): Candidate {
   return {
     manifest,
     version: 2,
     seenAt: T0 - 100n * S,
-    ...(readySince !== undefined ? { readySince } : {}),
+    ...(readySince !== undefined ? { readySince, lastReadyAt: T0 - lastReadyAgo * S } : {}),
   };
 }
 
@@ -75,6 +77,18 @@ Deno.test("decidePromotion: every case", () => {
       T0,
     ],
     [
+      "Ready 60 s, but no pass for 16 s (an agent stopped): the wait starts over",
+      { ready: true, candidate: watched(T0 - 60n * S, "spec B", 16n) },
+      "wait:Ready for less than 60 s",
+      T0,
+    ],
+    [
+      "Ready 60 s, the last pass 15 s ago (an agent restarted at once): promoted",
+      { ready: true, candidate: watched(T0 - 60n * S, "spec B", 15n) },
+      "promote",
+      T0 - 60n * S,
+    ],
+    [
       "pinned: waits however long Ready",
       { ready: true, pinned: true, candidate: watched(T0 - 900n * S) },
       "wait:pinned",
@@ -94,6 +108,7 @@ Deno.test("decidePromotion: every case", () => {
     assertEquals(got, want, label);
     if (d.kind === "wait" || d.kind === "promote") {
       assertEquals(d.candidate.readySince, readySince, label);
+      assertEquals(d.candidate.lastReadyAt, readySince === undefined ? undefined : T0, label);
       assertEquals(d.candidate.manifest, facts(f).manifest, label);
       const same = f.candidate?.manifest === facts(f).manifest &&
         f.candidate.version === facts(f).version;

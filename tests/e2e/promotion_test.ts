@@ -52,7 +52,7 @@ async function readPod(path: string): Promise<Pod> {
 function afterFirstPass(
   fn: (n: AgentOnNode, c: Config, inactive: string, first: string) => Promise<void>,
 ) {
-  return withAgentOnNode({}, { promoteAfterMs: 60_000 }, async (n) => {
+  return withAgentOnNode({}, { promoteAfterMs: 60_000, pollIntervalMs: POLL_MS }, async (n) => {
     const c = n.config();
     const inactive = join(c.inactiveDir, FILE);
     assertEquals((await n.pass()).errors, []);
@@ -143,5 +143,29 @@ Deno.test("a spec Ready for promoteAfter is promoted, into files of its own", as
     assertEquals(await Deno.readTextFile(join(versionsDir(c, ID), "1.json")), first);
     assertEquals(await Deno.readTextFile(join(secretDir, "service-account.key")), oldKey);
     assertEquals(await pathExists(join(versionsDir(c, ID), "candidate.json")), false);
+  });
+});
+
+Deno.test("the wait survives an agent restarted at once, and starts over after one stopped for long", async () => {
+  await afterFirstPass(async (n, _c, inactive) => {
+    const change = (flag: string) =>
+      n.node.updateParent(ID, (pod) => {
+        (containerOf(pod).command as string[]).push(flag);
+        return pod;
+      });
+    await change("--v=2");
+    await runFor(n, 30_000);
+    await n.restart();
+    // The candidate's wait is on disk: the new agent goes on with it.
+    assertEquals(await promotionTime(n), 35_000, "65 s after the change, as without a restart");
+    assert((containerOf(await readPod(inactive)).command as string[]).includes("--v=2"));
+
+    await change("--v=3");
+    await runFor(n, 30_000);
+    // Stopped for 20 s, longer than three poll intervals: nobody saw the pod in between.
+    n.clock.advance(20_000);
+    await n.node.advance(20_000);
+    await n.restart();
+    assertEquals(await promotionTime(n), 65_000, "60 s after the first pass that saw it again");
   });
 });
