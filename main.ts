@@ -18,6 +18,10 @@ type Command = (args: string[]) => Promise<number>;
 const LOADERS: Record<CommandName, () => Promise<Command>> = {
   run: async () => (await import("./lib/commands/run.ts")).runCommand,
   status: async () => (await import("./lib/commands/status.ts")).statusCommand,
+  pin: async () => (await import("./lib/commands/verbs.ts")).verbCommand("pin"),
+  unpin: async () => (await import("./lib/commands/verbs.ts")).verbCommand("unpin"),
+  rollback: async () => (await import("./lib/commands/verbs.ts")).verbCommand("rollback"),
+  purge: async () => (await import("./lib/commands/verbs.ts")).verbCommand("purge"),
   snapshot: async () => (await import("./lib/commands/snapshot.ts")).snapshotCommand,
   plan: async () => (await import("./lib/commands/plan.ts")).planCommand,
   config: async () => (await import("./lib/commands/config.ts")).configCommand,

@@ -7,9 +7,13 @@
  * every request is logged as one line. Ids are validated before any lookup.
  */
 import { type Context, type Handler, Hono } from "hono";
+import { z } from "zod";
 import type { PassReport } from "../pass/report.ts";
 import { parseValidId } from "../core/ids.ts";
+import { formatSchemaError } from "../core/schema_error.ts";
 import type { Clock, Instant } from "../core/time.ts";
+import { type VersionsView, versionsView } from "../disk/versions.ts";
+import { VerbError, type VerbName, type VerbRequest, VERBS } from "../pass/verbs.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import type { Logger } from "../util/log.ts";
 import { InvalidIdError, sandboxIdProblem } from "../store/layout.ts";
@@ -19,7 +23,7 @@ import { isLoopbackHostHeader } from "./listen.ts";
 import type { AdminMetrics } from "./metrics.ts";
 import { liveness } from "../daemon/probes.ts";
 import type { AdminToken } from "./token.ts";
-import { checkpointView, type SandboxView } from "./views.ts";
+import { type CheckpointVersions, checkpointView, type SandboxView } from "./views.ts";
 
 export interface AdminAppOptions {
   daemon: Daemon;
@@ -33,7 +37,56 @@ export interface AdminAppOptions {
   loopbackHostOnly: boolean;
 }
 
-type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 413 | 421 | 500 | 503;
+type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 409 | 413 | 421 | 500 | 503;
+
+function isVerb(verb: string | undefined): verb is VerbName {
+  return (VERBS as readonly string[]).includes(verb ?? "");
+}
+
+/** A verb's options (`to=N`, `force=true`), or what is wrong with them. */
+function verbOptions(
+  verb: VerbName,
+  to: string | undefined,
+  force: string | undefined,
+): Pick<VerbRequest, "to" | "force"> | string {
+  if (to !== undefined && (verb !== "rollback" || !/^[1-9][0-9]{0,8}$/.test(to))) {
+    return verb === "rollback" ? "to: must be a version number" : `${verb} takes no to`;
+  }
+  if (force !== undefined && (verb !== "purge" || !["true", "false"].includes(force))) {
+    return verb === "purge" ? "force: must be true or false" : `${verb} takes no force`;
+  }
+  return {
+    ...(to !== undefined ? { to: Number(to) } : {}),
+    ...(force === "true" ? { force: true } : {}),
+  };
+}
+
+/** A verb's options in a JSON body: `{"to": 2}`, `{"force": true}`. */
+const VerbBodySchema = z.strictObject({
+  to: z.number().int().optional(),
+  force: z.boolean().optional(),
+});
+
+/**
+ * A verb's options from a JSON body, as the query writes them; an empty body has none. What is
+ * wrong with it otherwise, naming the field.
+ */
+function bodyOptions(text: string): { to?: string; force?: string } | string {
+  if (text.trim() === "") return {};
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return "body: not JSON";
+  }
+  const parsed = VerbBodySchema.safeParse(body);
+  if (!parsed.success) return `body: ${formatSchemaError(parsed.error)}`;
+  const { to, force } = parsed.data;
+  return {
+    ...(to !== undefined ? { to: String(to) } : {}),
+    ...(force !== undefined ? { force: String(force) } : {}),
+  };
+}
 
 function fail(c: Context, status: ErrorStatus, error: string, headers?: Record<string, string>) {
   return c.json({ error }, status, headers);
@@ -118,14 +171,33 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
     return c.body(await metrics.text(), 200, { "Content-Type": metrics.contentType });
   });
 
-  route("GET", "/v1/checkpoints", (c) => {
-    const checkpoints = daemon.stores.status.list().map((r) =>
-      checkpointView(r, daemon.config, daemon.agent.manifestFileOf(r.id))
+  /** A checkpoint's view, with its versions as on disk and as the agent watches them. */
+  const viewOf = async (record: StatusView) => {
+    const file = daemon.agent.manifestFileOf(record.id);
+    return checkpointView(
+      record,
+      daemon.config,
+      file,
+      file === undefined
+        ? undefined
+        : withCandidate(await versionsView(daemon.config, record.id, file), record.id),
     );
+  };
+  /** Why the candidate waits, as the agent last decided. */
+  const withCandidate = (versions: VersionsView, id: string): CheckpointVersions => {
+    const watched = daemon.agent.candidateOf(id);
+    if (!versions.candidate || !watched || watched.version !== versions.candidate.version) {
+      return versions;
+    }
+    return { ...versions, candidate: { ...versions.candidate, waiting: watched.why } };
+  };
+
+  route("GET", "/v1/checkpoints", async (c) => {
+    const checkpoints = await Promise.all(daemon.stores.status.list().map(viewOf));
     return c.json({ checkpoints });
   });
 
-  route("GET", "/v1/checkpoints/:namespace/:name", (c) => {
+  route("GET", "/v1/checkpoints/:namespace/:name", async (c) => {
     const id = `${c.req.param("namespace") ?? ""}/${c.req.param("name") ?? ""}`;
     if (!parseValidId(id)) return fail(c, 400, BAD_CHECKPOINT_ID);
     let record: StatusView | undefined;
@@ -137,7 +209,56 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
       throw e;
     }
     if (!record) return fail(c, 404, `no checkpoint ${id}`);
-    return c.json(checkpointView(record, daemon.config, daemon.agent.manifestFileOf(id)));
+    return c.json(await viewOf(record));
+  });
+
+  /** Undefined when the request carries the token; else the answer that refuses it. */
+  const refused = async (c: Context) => {
+    const challenge = { "WWW-Authenticate": 'Bearer realm="ckpt-agent"' };
+    switch (await token.authorize(c.req.header("authorization"))) {
+      case "disabled":
+        return fail(c, 403, "mutating requests are disabled on this agent (its log says why)");
+      case "missing":
+        return fail(c, 401, "missing bearer token", challenge);
+      case "wrong":
+        return fail(c, 401, "wrong token", challenge);
+      case "ok":
+        return undefined;
+    }
+  };
+
+  // One verb at a time: a second one while the first waits for a pass would act on a
+  // checkpoint the first is changing; it is refused, never queued.
+  let verbUnderWay = false;
+  route("POST", "/v1/checkpoints/:namespace/:name/:verb", async (c) => {
+    const denied = await refused(c);
+    if (denied) return denied;
+    const verb = c.req.param("verb");
+    if (!isVerb(verb)) return fail(c, 404, `no verb ${verb}; the verbs: ${VERBS.join(", ")}`);
+    const id = `${c.req.param("namespace")}/${c.req.param("name")}`;
+    if (!parseValidId(id)) return fail(c, 400, BAD_CHECKPOINT_ID);
+    const body = bodyOptions(await c.req.text());
+    if (typeof body === "string") return fail(c, 400, body);
+    const [to, force] = [c.req.query("to"), c.req.query("force")];
+    if ((to !== undefined && body.to) || (force !== undefined && body.force)) {
+      return fail(c, 400, "an option given both in the query and in the body");
+    }
+    const options = verbOptions(verb, to ?? body.to, force ?? body.force);
+    if (typeof options === "string") return fail(c, 400, options);
+    if (verbUnderWay) return fail(c, 409, "another verb is under way; try again once it has ended");
+    verbUnderWay = true;
+    try {
+      const result = await daemon.between(() =>
+        daemon.agent.verb(daemon.stores, { verb, id, ...options })
+      );
+      if (result.rolledBack) metrics.rolledBack();
+      return c.json(result);
+    } catch (e) {
+      if (e instanceof VerbError) return fail(c, e.status, e.message);
+      throw e;
+    } finally {
+      verbUnderWay = false;
+    }
   });
 
   // Any other shape under /v1/checkpoints/ (one segment, three, an encoded slash) is a bad id.
@@ -176,17 +297,7 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
   });
 
   route("POST", "/v1/reconcile", async (c) => {
-    const challenge = { "WWW-Authenticate": 'Bearer realm="ckpt-agent"' };
-    switch (await token.authorize(c.req.header("authorization"))) {
-      case "disabled":
-        return fail(c, 403, "mutating requests are disabled on this agent (its log says why)");
-      case "missing":
-        return fail(c, 401, "missing bearer token", challenge);
-      case "wrong":
-        return fail(c, 401, "wrong token", challenge);
-      case "ok":
-        return c.json(await daemon.runPass("POST /v1/reconcile"));
-    }
+    return await refused(c) ?? c.json(await daemon.runPass("POST /v1/reconcile"));
   });
 
   for (const [path, methods] of known) {

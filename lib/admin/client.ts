@@ -14,10 +14,36 @@ export interface AdminReply {
 }
 
 /** GETs `path` and parses the JSON answer; throws when no answer (or no JSON) comes back. */
-export async function adminGetJson(
+export function adminGetJson(
   listen: Exclude<ListenAddress, { kind: "off" }>,
   path: string,
   timeoutMs = ADMIN_CLIENT_TIMEOUT_MS,
+): Promise<AdminReply> {
+  return adminRequestJson(listen, path, {}, timeoutMs);
+}
+
+/**
+ * POSTs to `path` with the bearer token (none when undefined) and parses the JSON answer; throws
+ * when no answer (or no JSON) comes back. A verb waits for the pass under way: the timeout is the
+ * caller's.
+ */
+export function adminPostJson(
+  listen: Exclude<ListenAddress, { kind: "off" }>,
+  path: string,
+  token: string | undefined,
+  timeoutMs: number,
+): Promise<AdminReply> {
+  return adminRequestJson(listen, path, {
+    method: "POST",
+    headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+  }, timeoutMs);
+}
+
+async function adminRequestJson(
+  listen: Exclude<ListenAddress, { kind: "off" }>,
+  path: string,
+  init: { method?: string; headers?: Record<string, string> },
+  timeoutMs: number,
 ): Promise<AdminReply> {
   const target = connectAddress(listen);
   // Never through a proxy, whatever the environment says (lib/util/direct_http.ts).
@@ -33,7 +59,8 @@ export async function adminGetJson(
   try {
     const response = await fetch(`${origin}${path}`, {
       signal: abort.signal,
-      headers: { accept: "application/json" },
+      method: init.method ?? "GET",
+      headers: { accept: "application/json", ...init.headers },
       client,
     });
     return { status: response.status, body: await response.json() };

@@ -57,6 +57,8 @@ export class AdminMetrics {
   readonly #sourceErrors: Counter<"source" | "kind">;
   readonly #writeErrors: Counter<"op">;
   readonly #bytesWritten: Counter;
+  readonly #promotions: Counter;
+  readonly #rollbacks: Counter;
 
   /** Registers the metrics and subscribes to the daemon's passes. */
   constructor(daemon: Daemon) {
@@ -104,6 +106,22 @@ export class AdminMetrics {
       help: "Bytes written: manifests, stored secret and configmap files, state records.",
       registers,
     });
+    this.#promotions = new Counter({
+      name: `${PREFIX}promotions_total`,
+      help: "Candidates promoted: a parent's new spec made the checkpoint's kept version.",
+      registers,
+    });
+    this.#rollbacks = new Counter({
+      name: `${PREFIX}rollbacks_total`,
+      help: "Rollbacks an operator made that changed the checkpoint's kept version.",
+      registers,
+    });
+    this.#readAtScrape(
+      `${PREFIX}candidates_waiting`,
+      "Parents whose new spec waits to be promoted (not Ready long enough, or pinned).",
+      [],
+      (g) => g.set(daemon.agent.candidatesWaiting),
+    );
     this.#readAtScrape(`${PREFIX}checkpoints`, "Tracked checkpoints, by state.", ["state"], (g) => {
       const counts = new Map<string, number>(STATUS_STATES.map((state) => [state, 0]));
       for (const record of daemon.stores.status.list()) {
@@ -238,6 +256,12 @@ export class AdminMetrics {
     }
     for (const error of report.errors) this.#writeErrors.inc({ op: error.op });
     this.#bytesWritten.inc(report.bytesWritten);
+    this.#promotions.inc(report.applied.filter((a) => a.op === "promote").length);
+  }
+
+  /** Counts an operator's rollback that changed the kept version. */
+  rolledBack() {
+    this.#rollbacks.inc();
   }
 
   get contentType(): string {

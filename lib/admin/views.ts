@@ -11,6 +11,7 @@ import {
   checkpointPaths,
   type CheckpointTrees,
 } from "../core/checkpoint_layout.ts";
+import type { VersionsView } from "../disk/versions.ts";
 import type { SandboxCheckpoint } from "../store/sandbox_checkpoint.ts";
 import {
   type Phase,
@@ -30,6 +31,16 @@ export interface CheckpointView {
   since: string;
   status: StatusRecord & { phase: Phase };
   paths: CheckpointPaths;
+  /** Its versions (docs/design.md#versions), when they could be read. */
+  versions?: CheckpointVersions;
+}
+
+/** The versions of a checkpoint as shown: what is on disk, and what the agent watches. */
+export interface CheckpointVersions extends VersionsView {
+  candidate?: VersionsView["candidate"] & {
+    /** Why it is not promoted yet, as the running agent last decided. */
+    waiting?: string;
+  };
 }
 
 export interface SandboxView {
@@ -52,6 +63,7 @@ export function checkpointView(
   record: StatusRecord,
   dirs: CheckpointTrees,
   manifestFile?: string,
+  versions?: CheckpointVersions,
 ): CheckpointView {
   const { namespace, name } = splitId(record.id)!;
   return {
@@ -63,5 +75,6 @@ export function checkpointView(
     since: sinceOf(record),
     status: { ...record, phase: phaseOf(record) },
     paths: checkpointPaths(dirs, record.id, manifestFile),
+    ...(versions ? { versions } : {}),
   };
 }

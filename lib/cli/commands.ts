@@ -19,6 +19,12 @@ export interface CommandSpec {
   config: boolean;
 }
 
+/** What every verb's help says about where it runs. */
+const VERB_ABOUT = "Through the running agent's admin endpoint (with the token of " +
+  "--admin-token-file), or, when no agent runs, on disk under the agent's lock. Exit 0 done " +
+  "(or nothing to do), 1 refused or unknown checkpoint, 2 bad input, 3 an agent holds the lock " +
+  "but its admin endpoint does not answer.";
+
 export const COMMANDS = {
   run: {
     synopsis: "[flags]",
@@ -39,6 +45,41 @@ export const COMMANDS = {
     summary: "the checkpoints and their states, from the running agent (its admin endpoint) or " +
       "else from the state directory",
     flags: OUTPUT_FLAG,
+    config: true,
+  },
+  pin: {
+    synopsis: "NAMESPACE/NAME [flags]",
+    summary: "keep a checkpoint's version in place: no new spec is promoted until unpinned",
+    about: "Keep a checkpoint's version in place: no candidate is promoted until `unpin`. " +
+      VERB_ABOUT,
+    flags: OUTPUT_FLAG,
+    config: true,
+  },
+  unpin: {
+    synopsis: "NAMESPACE/NAME [flags]",
+    summary: "let a checkpoint's candidates be promoted again",
+    about: "Let a checkpoint's candidates be promoted again. " + VERB_ABOUT,
+    flags: OUTPUT_FLAG,
+    config: true,
+  },
+  rollback: {
+    synopsis: "NAMESPACE/NAME [--to N] [flags]",
+    summary: "make an older version the checkpoint (pinned); an active copy is replaced",
+    about: "Make an older version the checkpoint, and pin it: by default the version before " +
+      "the newest, or version N. An active copy is replaced through the kubelet. " + VERB_ABOUT,
+    flags: {
+      to: { arg: "N", help: "the version to make the checkpoint (`status` lists them)" },
+      ...OUTPUT_FLAG,
+    },
+    config: true,
+  },
+  purge: {
+    synopsis: "NAMESPACE/NAME [--force] [flags]",
+    summary: "remove a checkpoint and all its versions now (refused while active)",
+    about: "Remove a checkpoint, all its versions and their files now; refused while it is " +
+      "active unless --force, which withdraws the running copy first. A parent still asking " +
+      "to be checkpointed gets a new first version on the next pass. " + VERB_ABOUT,
+    flags: { force: { help: "also when active: withdraw its copy first" }, ...OUTPUT_FLAG },
     config: true,
   },
   snapshot: {

@@ -6,13 +6,14 @@
 import { z } from "zod";
 import { adminGetJson } from "../admin/client.ts";
 import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
-import { checkpointView } from "../admin/views.ts";
+import { type CheckpointVersions, checkpointView } from "../admin/views.ts";
 import { commandOptions } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_OK } from "../cli/errors.ts";
 import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { manifestFilesOnDisk } from "../disk/manifests.ts";
+import { versionsView } from "../disk/versions.ts";
 import { readStatusRecords } from "../store/status_store.ts";
 
 /** The fields the table needs; the rest of each view is passed through as the agent sent it. */
@@ -22,6 +23,16 @@ const AgentCheckpointsSchema = z.object({
     state: z.string(),
     since: z.string(),
     graceEnd: z.string().optional(),
+    versions: z.looseObject({
+      kept: z.number().optional(),
+      versions: z.array(z.number()),
+      pinned: z.looseObject({ pinnedAt: z.string() }).optional(),
+      candidate: z.looseObject({
+        version: z.number(),
+        seenAt: z.string(),
+        waiting: z.string().optional(),
+      }).optional(),
+    }).optional(),
   })),
 });
 
@@ -31,6 +42,7 @@ interface Row {
   state: string;
   since: string;
   graceEnd?: string;
+  versions?: CheckpointVersions;
 }
 
 export type Listing =
@@ -66,17 +78,41 @@ async function readStateDir(config: Config, why: string): Promise<Listing> {
   }
   // Unreadable manifest dirs leave every path as bootkube names it.
   const files = await manifestFilesOnDisk(config).catch(() => new Map<string, string>());
+  const versionsOf = (id: string) => {
+    const file = files.get(id);
+    return file === undefined
+      ? Promise.resolve(undefined)
+      : versionsView(config, id, file).catch(() => undefined);
+  };
   return {
     source: "state-dir",
     stateDir: config.stateDir,
     why,
-    checkpoints: records.map((record) => checkpointView(record, config, files.get(record.id))),
+    checkpoints: await Promise.all(
+      records.map(async (record) =>
+        checkpointView(record, config, files.get(record.id), await versionsOf(record.id))
+      ),
+    ),
   };
 }
 
 export async function listCheckpoints(config: Config): Promise<Listing> {
   const answer = await askAgent(config);
   return typeof answer === "string" ? await readStateDir(config, answer) : answer;
+}
+
+/** The version in place, and whether it is pinned: `2 pinned`. */
+function versionText(versions: Row["versions"]): string {
+  if (versions?.kept === undefined) return "-";
+  return `${versions.kept}${versions.pinned ? " pinned" : ""}`;
+}
+
+/** The candidate and since when it was seen, and why it waits when the agent says. */
+function candidateText(versions: Row["versions"]): string {
+  const candidate = versions?.candidate;
+  if (!candidate) return "-";
+  return `${candidate.version} since ${candidate.seenAt}` +
+    (candidate.waiting ? ` (${candidate.waiting})` : "");
 }
 
 function table(rows: string[][]): string {
@@ -92,8 +128,16 @@ export function formatListing(listing: Listing): string {
   if (listing.checkpoints.length === 0) return `${source}\nno checkpoints`;
   return `${source}\n${
     table([
-      ["ID", "STATE", "SINCE", "DEADLINE"],
-      ...listing.checkpoints.map((c) => [c.id, c.state, c.since, c.graceEnd ?? "-"]),
+      ["ID", "STATE", "SINCE", "DEADLINE", "VERSION", "KEPT", "CANDIDATE"],
+      ...listing.checkpoints.map((c) => [
+        c.id,
+        c.state,
+        c.since,
+        c.graceEnd ?? "-",
+        versionText(c.versions),
+        c.versions?.versions.join(",") || "-",
+        candidateText(c.versions),
+      ]),
     ])
   }`;
 }

@@ -1,6 +1,6 @@
 /**
  * The command line, parsed strictly (node:util's parseArgs): every flag known, no positional
- * argument. A bad flag is a ConfigError for every command, since a command's flags are the
+ * argument unless the command takes one (the verbs' checkpoint id). A bad flag is a ConfigError for every command, since a command's flags are the
  * configuration of that one run.
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
@@ -8,9 +8,13 @@ import { ConfigError } from "./errors.ts";
 
 export type FlagOptions = NonNullable<ParseArgsConfig["options"]>;
 
-export function parseFlags<O extends FlagOptions>(args: string[], options: O) {
+export function parseFlags<O extends FlagOptions>(
+  args: string[],
+  options: O,
+  allowPositionals = false,
+) {
   try {
-    return parseArgs({ args, options, strict: true, allowPositionals: false });
+    return parseArgs({ args, options, strict: true, allowPositionals });
   } catch (e) {
     // parseArgs phrases its errors as sentences that already name the flag, some over several
     // lines; errors are one line.

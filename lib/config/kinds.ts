@@ -201,3 +201,18 @@ export const boolean: Kind<boolean> = {
       ? value
       : new Problem(`must be true or false, not ${describe(value)}`),
 };
+
+/** A whole number in [min, max]; a flag's text is read as one. */
+export function count(min: number, max: number): Kind<number> {
+  return {
+    arg: "N",
+    check(value) {
+      const n = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
+      if (typeof n !== "number" || !Number.isSafeInteger(n)) {
+        return new Problem(`must be a whole number, not ${describe(value)}`);
+      }
+      if (n < min || n > max) return new Problem(`${n} is not between ${min} and ${max}`);
+      return n;
+    },
+  };
+}

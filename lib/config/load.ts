@@ -230,6 +230,8 @@ export interface LoadOptions {
   hostname?: () => string;
   /** A command's own flags, parsed along with the configuration flags. */
   extraFlags?: FlagOptions;
+  /** The command takes positional arguments (LoadedConfig.positionals). */
+  positionals?: boolean;
   /** Read when --config is not given; a missing one is fine. Default: DEFAULT_CONFIG_FILE. */
   defaultConfigFile?: string;
 }
@@ -238,13 +240,19 @@ export interface LoadedConfig {
   config: Config;
   /** Values of the command's extraFlags, by flag name. */
   extra: Record<string, unknown>;
+  /** The arguments that are no flags, when the command takes them. */
+  positionals: string[];
   /** The YAML file that was read, if any. */
   file?: string;
 }
 
 export async function loadConfig(args: string[], opts: LoadOptions = {}): Promise<LoadedConfig> {
   const extraFlags = opts.extraFlags ?? {};
-  const { values } = parseFlags(args, { ...extraFlags, ...CONFIG_FLAGS });
+  const { values, positionals } = parseFlags(
+    args,
+    { ...extraFlags, ...CONFIG_FLAGS },
+    opts.positionals,
+  );
   const configFlag = values[CONFIG_FILE_FLAG.flag] as string | undefined;
   if (configFlag === "") throw new ConfigError("--config: must be a file path");
   const { file, settings: fromFile } = await readConfigFile(
@@ -263,6 +271,7 @@ export async function loadConfig(args: string[], opts: LoadOptions = {}): Promis
   return {
     config: toConfig(settings, selfIdentity(env, settings.nodeName)),
     extra,
+    positionals,
     ...(file ? { file } : {}),
   };
 }

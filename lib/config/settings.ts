@@ -15,6 +15,7 @@
 import {
   absolutePath,
   boolean,
+  count,
   DAY_MS,
   duration,
   httpUrl,
@@ -205,6 +206,21 @@ export const SETTINGS = {
     help:
       "an active checkpoint with no running copy this long after its activation is a stalled start",
   }),
+  promoteAfter: setting({
+    flag: "promote-after",
+    kind: duration({ positive: false, maxMs: DAY_MS }),
+    field: "promoteAfterMs",
+    default: "1m",
+    help:
+      "a parent's new spec replaces its checkpoint once the parent ran it Ready this long (0: at once)",
+  }),
+  checkpointVersions: setting({
+    flag: "checkpoint-versions",
+    kind: count(1, 100),
+    field: "checkpointVersions",
+    default: 3,
+    help: "promoted versions kept per checkpoint, with their files, for `rollback`",
+  }),
   namespace: setting({
     flag: "namespace",
     kind: namespaceList,
@@ -233,7 +249,7 @@ export const SETTINGS = {
     kind: absolutePath,
     field: "adminTokenFile",
     default: "/etc/ckpt-agent/admin-token",
-    help: "bearer token for `POST /v1/reconcile` (0600 or stricter)",
+    help: "bearer token for `POST /v1/reconcile` and the verbs (0600 or stricter)",
   }),
 };
 

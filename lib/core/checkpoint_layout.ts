@@ -75,10 +75,54 @@ export function podFileDirs(dirs: StoredFileDirs, ns: string, pod: string): [str
 }
 
 /**
- * The directory a rewritten volume mounts, under `base` (one of StoredFileDirs). A volume with
- * every key of one object (`object`) mounts `<base>/<ns>/<pod>/<object>` (the original
- * checkpointer's layout). Volumes that need more get a directory named after the volume, under
- * `_volumes`, which cannot clash with an object name (DNS-1123 names never start with `_`).
+ * The first version of a checkpoint: the one taken when its parent was first seen, whose files
+ * are where checkpoints kept them before there were versions.
+ */
+export const FIRST_VERSION = 1;
+
+/** `_v<n>`: the directory of version n's files in a pod's directories, from the second on. */
+const VERSION_DIR = /^_v([1-9][0-9]*)$/;
+
+/** The version whose files a directory directly under a pod's directory holds, if it is one. */
+export function versionOfDirName(name: string): number | undefined {
+  const match = VERSION_DIR.exec(name);
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * Where version `version` of a pod's stored files lives under `base` (one of StoredFileDirs):
+ * the first version in the pod's directory itself, as before versions existed, every later one
+ * in `_v<n>` under it. `_` cannot start an object name, so a version's directory never clashes
+ * with a volume of the first version. Each version's manifest mounts its own directories only,
+ * so a manifest and the files it mounts always belong together.
+ */
+export function versionRoot(base: string, ns: string, pod: string, version: number): string {
+  if (!Number.isSafeInteger(version) || version < FIRST_VERSION) {
+    throw new RangeError(`not a checkpoint version: ${version}`);
+  }
+  const podDir = `${base}/${ns}/${pod}`;
+  return version === FIRST_VERSION ? podDir : `${podDir}/_v${version}`;
+}
+
+/** The directories of one version's stored files: its secrets' and its configmaps'. */
+export function versionFileDirs(
+  dirs: StoredFileDirs,
+  ns: string,
+  pod: string,
+  version: number,
+): [string, string] {
+  return [
+    versionRoot(dirs.secretsDir, ns, pod, version),
+    versionRoot(dirs.configmapsDir, ns, pod, version),
+  ];
+}
+
+/**
+ * The directory a rewritten volume mounts, under `base` (one of StoredFileDirs), in the
+ * directory of its checkpoint's version (versionRoot). A volume with every key of one object
+ * (`object`) mounts `<root>/<object>` (the original checkpointer's layout). Volumes that need
+ * more get a directory named after the volume, under `_volumes`, which cannot clash with an
+ * object name (DNS-1123 names never start with `_`).
  */
 export function volumeDir(
   base: string,
@@ -86,10 +130,57 @@ export function volumeDir(
   pod: string,
   volume: string,
   object?: string,
+  version = FIRST_VERSION,
 ): string {
-  return object !== undefined
-    ? `${base}/${ns}/${pod}/${object}`
-    : `${base}/${ns}/${pod}/_volumes/${volume}`;
+  const root = versionRoot(base, ns, pod, version);
+  return object !== undefined ? `${root}/${object}` : `${root}/_volumes/${volume}`;
+}
+
+/**
+ * A checkpoint's versions, beside the inactive manifests (a dot-named directory, which neither
+ * the kubelet nor the agent's reader of manifest dirs opens): `<n>.json` the manifest of each
+ * version kept, CANDIDATE_FILE the spec waiting to be promoted, PIN_FILE while it is pinned.
+ */
+export function versionsDir(trees: Pick<CheckpointTrees, "inactiveDir">, id: string): string {
+  return join(trees.inactiveDir, ".versions", unambiguousManifestFileName(id).slice(0, -5));
+}
+
+/** The file of version n's manifest in versionsDir. */
+export function versionFileName(version: number): string {
+  return `${version}.json`;
+}
+
+/** The version a file in versionsDir holds the manifest of, if it is one. */
+export function versionOfFileName(name: string): number | undefined {
+  const match = /^([1-9][0-9]*)\.json$/.exec(name);
+  return match ? Number(match[1]) : undefined;
+}
+
+export const CANDIDATE_FILE = "candidate.json";
+export const PIN_FILE = "pinned.json";
+
+/** Every hostPath a manifest mounts. */
+export function hostPathsOf(pod: Pod): string[] {
+  const volumes = (pod.spec as { volumes?: { hostPath?: { path?: unknown } }[] } | undefined)
+    ?.volumes ?? [];
+  return volumes.flatMap((v) => typeof v.hostPath?.path === "string" ? [v.hostPath.path] : []);
+}
+
+/**
+ * The versions whose stored files a checkpoint manifest mounts, read from its hostPaths under
+ * the pod's directories: what must not be removed while that manifest is kept.
+ */
+export function versionsMounted(dirs: StoredFileDirs, id: string, pod: Pod): Set<number> {
+  const { namespace, name } = validId(id);
+  const mounted = new Set<number>();
+  for (const path of hostPathsOf(pod)) {
+    for (const podDir of podFileDirs(dirs, namespace, name)) {
+      if (!path.startsWith(`${podDir}/`)) continue;
+      const first = path.slice(podDir.length + 1).split("/")[0];
+      mounted.add(versionOfDirName(first) ?? FIRST_VERSION);
+    }
+  }
+  return mounted;
 }
 
 export interface CheckpointPaths {

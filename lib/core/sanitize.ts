@@ -3,7 +3,7 @@
  * manifest, plus a description of the files its rewritten volumes need. Fetching secrets and
  * writing files happen elsewhere; this module only decides what they must be.
  */
-import { type StoredFileDirs, volumeDir } from "./checkpoint_layout.ts";
+import { FIRST_VERSION, type StoredFileDirs, volumeDir } from "./checkpoint_layout.ts";
 import { CHECKPOINT_OF_ANNOTATION, type Pod } from "./pod.ts";
 import { renderFieldRef, renderResourceFieldRef } from "./downward_api.ts";
 import { asArray, isObject, type Json } from "./json.ts";
@@ -47,6 +47,7 @@ function keyItems(value: unknown): KeyToPath[] | undefined {
 interface VolumeContext {
   parent: Pod;
   dirs: StoredFileDirs;
+  version: number;
   warnings: string[];
 }
 
@@ -111,7 +112,14 @@ function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefine
     const source = keySource(kind, src[nameField], src);
     files = {
       volume: name,
-      dir: volumeDir(ctx.dirs[base], ns, pod, name, source.items ? undefined : source.name),
+      dir: volumeDir(
+        ctx.dirs[base],
+        ns,
+        pod,
+        name,
+        source.items ? undefined : source.name,
+        ctx.version,
+      ),
       sources: [source],
     };
     delete volume[kind];
@@ -119,7 +127,7 @@ function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefine
   if (isObject(volume.projected)) {
     files = {
       volume: name,
-      dir: volumeDir(ctx.dirs.secretsDir, ns, pod, name),
+      dir: volumeDir(ctx.dirs.secretsDir, ns, pod, name, undefined, ctx.version),
       sources: projectedSources(ctx, name, volume.projected),
     };
     delete volume.projected;
@@ -132,9 +140,14 @@ function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefine
  * The checkpoint of a parent pod: same name, namespace and labels; one annotation pointing at
  * the parent; the parent as controlling owner; no service account, pull secrets, ephemeral
  * containers, affinity, node selector, status or ports; secret, configMap and projected volumes
- * rewritten as hostPath volumes.
+ * rewritten as hostPath volumes onto the files of checkpoint version `version`
+ * (versionRoot in lib/core/checkpoint_layout.ts).
  */
-export function sanitizeCheckpoint(parent: Pod, dirs: StoredFileDirs): SanitizedCheckpoint {
+export function sanitizeCheckpoint(
+  parent: Pod,
+  dirs: StoredFileDirs,
+  version = FIRST_VERSION,
+): SanitizedCheckpoint {
   const copy = structuredClone(parent) as Json;
   const meta = parent.metadata;
   const spec: Json = isObject(copy.spec) ? copy.spec : {};
@@ -150,7 +163,7 @@ export function sanitizeCheckpoint(parent: Pod, dirs: StoredFileDirs): Sanitized
   delete spec.ephemeralContainers;
   const portWarnings = dropPortDeclarations(spec);
 
-  const ctx: VolumeContext = { parent, dirs, warnings: [] };
+  const ctx: VolumeContext = { parent, dirs, version, warnings: [] };
   const volumes: VolumeFiles[] = [];
   for (const volume of asArray(spec.volumes)) {
     const files = rewriteVolume(ctx, volume);

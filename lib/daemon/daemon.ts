@@ -85,6 +85,14 @@ export class Daemon {
     return this.#scheduler.request(reason);
   }
 
+  /**
+   * Runs `work` when no pass is under way, and holds the next pass until it ends: for the
+   * operator's verbs (lib/pass/verbs.ts), which change what a pass reads.
+   */
+  between<T>(work: () => Promise<T>): Promise<T> {
+    return this.#scheduler.between(work);
+  }
+
   async #pass(cause: PassCause): Promise<PassReport> {
     this.#passStartedAt = this.#clock.now();
     let report: PassReport;

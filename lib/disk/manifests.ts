@@ -15,6 +15,7 @@ import {
   MANIFEST_MODE,
   manifestFileNames,
   validId,
+  versionsDir,
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import { assignManifestNames, type ManifestIndex } from "../core/manifest_names.ts";
@@ -30,6 +31,7 @@ import {
 import { mapConcurrent } from "../util/map_concurrent.ts";
 import { ensureDir, removeIfEmpty, removeTree } from "./dirs.ts";
 import { ParsedFiles } from "./verified_files.ts";
+import { removeVersionsDir } from "./versions.ts";
 
 export interface ManifestFile {
   /** Full path of the file the pod was read from. */
@@ -290,6 +292,17 @@ async function removeManifests(dir: string, id: string, keep?: string): Promise<
   return removed;
 }
 
+/** The name under which the static-pod dir holds this checkpoint, if it does: it is active. */
+export async function activeManifestFile(
+  paths: CheckpointTrees,
+  id: string,
+): Promise<string | undefined> {
+  for (const name of manifestFileNames(id)) {
+    if (await holdsCheckpoint(join(paths.staticPodDir, name), id)) return name;
+  }
+  return undefined;
+}
+
 /**
  * Withdraws a checkpoint from the kubelet: its active manifest under either name, but `keep`
  * (an activation's own name, when a copy under the other name is left over). A file there that
@@ -306,7 +319,8 @@ export async function deactivateCheckpoint(
 
 /**
  * Deletes everything of one checkpoint: its secrets and configmaps (and their namespace's
- * directory once no other pod's files are in it), its inactive manifest, then its active manifest
+ * directory once no other pod's files are in it) of every version, its versions, its inactive
+ * manifest, then its active manifest
  * last, each under either name and only while it holds this checkpoint.
  * Until the last step a manifest is left for the next pass to find, so a crash midway ends in a
  * removal finished later, never in files nobody tracks. Returns the paths that existed and are
@@ -320,6 +334,7 @@ export async function removeCheckpoint(paths: CheckpointTrees, id: string): Prom
     if (await removeTree(dir) === "removed") removed.push(dir);
     if (await removeIfEmpty(dirname(dir)) === "removed") removed.push(dirname(dir));
   }
+  if (await removeVersionsDir(paths, id) === "removed") removed.push(versionsDir(paths, id));
   removed.push(...await removeManifests(paths.inactiveDir, id));
   removed.push(...await removeManifests(paths.staticPodDir, id));
   return removed;

@@ -5,7 +5,12 @@
  * fetched keeps the files it has, because nothing is ever deleted on the strength of a failure.
  */
 import { dirname, isAbsolute, join, normalize } from "node:path";
-import { DIR_MODE, type FileOwner, STORED_FILE_MODE } from "../core/checkpoint_layout.ts";
+import {
+  DIR_MODE,
+  type FileOwner,
+  STORED_FILE_MODE,
+  versionOfDirName,
+} from "../core/checkpoint_layout.ts";
 import type { FileSource, VolumeFiles } from "../core/sanitize.ts";
 import { atomicWrite, removeDurably, syncDir, TEMP_MARKER } from "./atomic_write.ts";
 import { ensureDir, ensureOwnedDir, removeTree } from "./dirs.ts";
@@ -205,9 +210,10 @@ export async function writeVolumeFiles(
 }
 
 /**
- * Removes what a pod's file directories (`podFileDirs`) hold beyond its current volumes: the
+ * Removes what one version's file directories (versionFileDirs) hold beyond its volumes: the
  * files of a secret the pod no longer mounts must not linger until the checkpoint goes. Pass
- * every volume of the pod, skipped ones included, so their kept files stay kept.
+ * every volume of the pod, skipped ones included, so their kept files stay kept. The
+ * directories of other versions (`_v<n>`, inside the first version's) are never touched here.
  */
 export async function removeStaleVolumeDirs(
   podDirs: string[],
@@ -216,7 +222,7 @@ export async function removeStaleVolumeDirs(
   const keep = new Set(volumes.map((v) => v.dir));
   const leadsToKept = (path: string) => [...keep].some((dir) => dir.startsWith(`${path}/`));
   const removed: string[] = [];
-  const sweep = async (dir: string) => {
+  const sweep = async (dir: string, top: boolean) => {
     const entries: Deno.DirEntry[] = [];
     try {
       for await (const entry of Deno.readDir(dir)) entries.push(entry);
@@ -226,11 +232,11 @@ export async function removeStaleVolumeDirs(
     }
     for (const entry of entries) {
       const path = join(dir, entry.name);
-      if (keep.has(path)) continue;
-      if (entry.isDirectory && leadsToKept(path)) await sweep(path);
+      if (keep.has(path) || (top && versionOfDirName(entry.name) !== undefined)) continue;
+      if (entry.isDirectory && leadsToKept(path)) await sweep(path, false);
       else if (await removeTree(path) === "removed") removed.push(path);
     }
   };
-  for (const dir of podDirs) await sweep(dir);
+  for (const dir of podDirs) await sweep(dir, true);
   return removed;
 }

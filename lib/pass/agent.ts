@@ -23,7 +23,7 @@ import type { ChangeFeed } from "../sources/changes.ts";
 import type { NodeSources } from "../sources/node.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
 import type { Logger } from "../util/log.ts";
-import { CheckpointWriter } from "./checkpoints.ts";
+import { CheckpointWriter, type WatchedCandidate } from "./checkpoints.ts";
 import { converge, desiredActions } from "./converge.ts";
 import { ManifestDirChecks } from "./manifest_dirs.ts";
 import { ManifestNamer } from "./names.ts";
@@ -37,6 +37,7 @@ import { recordAll, trackSandboxes, trackStatus } from "./persist.ts";
 import { type AppliedAction, type PassReport, plannedReport } from "./report.ts";
 import { SourceFailureLog } from "./source_failures.ts";
 import { StalledStartLog, stalledStarts } from "./stalls.ts";
+import { runVerb, type VerbRequest, type VerbResult } from "./verbs.ts";
 import { Writes } from "./writes.ts";
 
 export interface AgentOptions {
@@ -91,6 +92,29 @@ export class Agent {
   /** What the sources tell of their own accord, for passes on events; undefined: nothing. */
   get changes(): ChangeFeed | undefined {
     return this.#opts.sources.changes;
+  }
+
+  /** The candidate of a parent, as this agent watches it (checkpoints.ts). */
+  candidateOf(id: string): WatchedCandidate | undefined {
+    return this.#checkpoints.candidateOf(id);
+  }
+
+  /** How many candidates wait to be promoted. */
+  get candidatesWaiting(): number {
+    return this.#checkpoints.candidatesWaiting;
+  }
+
+  /**
+   * An operator's verb on one checkpoint (verbs.ts), to be run between passes (the daemon's
+   * `between`); the next pass looks at that checkpoint afresh.
+   */
+  async verb(stores: AgentStores, request: VerbRequest): Promise<VerbResult> {
+    const { config, clock, log } = this.#opts;
+    try {
+      return await runVerb(config, stores, request, clock.now(), log);
+    } finally {
+      this.#checkpoints.forget(request.id);
+    }
   }
 
   /** The file name of a checkpoint's manifests; undefined before a pass has placed it. */

@@ -8,15 +8,35 @@ import type { Config } from "../config/types.ts";
 import {
   checkpointPaths,
   type CheckpointTrees,
-  podFileDirs,
+  type FileOwner,
   storedFilesOwner,
+  versionFileDirs,
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import type { ManifestNames } from "../core/manifest_names.ts";
 import type { PassResult } from "../core/pass.ts";
-import { sanitizeCheckpoint } from "../core/sanitize.ts";
-import { type Instant, millisToDuration } from "../core/time.ts";
-import { writeInactiveManifest } from "../disk/manifests.ts";
+import type { Pod } from "../core/pod.ts";
+import {
+  type Candidate,
+  decidePromotion,
+  parentReadiness,
+  readinessGapMs,
+} from "../core/promotion.ts";
+import { sanitizeCheckpoint, type SanitizedCheckpoint } from "../core/sanitize.ts";
+import { actionOf } from "../core/state.ts";
+import { formatInstant, type Instant, millisToDuration, parseInstant } from "../core/time.ts";
+import { renderManifest, writeInactiveManifest } from "../disk/manifests.ts";
+import {
+  manifestTexts,
+  nextVersion,
+  pruneVersions,
+  readKept,
+  removeCandidate,
+  type StoredCandidate,
+  type StoredVersions,
+  writeCandidate,
+  writeVersionManifest,
+} from "../disk/versions.ts";
 import {
   type ObjectData,
   objectKey,
@@ -30,11 +50,54 @@ import type { Logger } from "../util/log.ts";
 import type { Observation } from "./observe.ts";
 import type { PassReport } from "./report.ts";
 import type { SourceFailureLog } from "./source_failures.ts";
-import type { Writes } from "./writes.ts";
+import type { Outcome, Writes } from "./writes.ts";
 
 /** The parents whose checkpoints this pass writes. */
 export function checkpointedIds(result: PassResult): string[] {
   return [...result.parents.keys()].filter((id) => result.tracked.has(id) && parseValidId(id));
+}
+
+/** A candidate as a versions directory keeps it, for a process that has not watched it. */
+function fromStored(stored: StoredCandidate | undefined): Candidate | undefined {
+  const seenAt = stored && parseInstant(stored.seenAt);
+  if (!stored || seenAt === undefined) return undefined;
+  const readySince = stored.readySince === undefined ? undefined : parseInstant(stored.readySince);
+  const lastReadyAt = stored.lastReadyAt === undefined
+    ? undefined
+    : parseInstant(stored.lastReadyAt);
+  return {
+    manifest: renderManifest(stored.manifest),
+    version: stored.version,
+    seenAt,
+    ...(readySince !== undefined && lastReadyAt !== undefined ? { readySince, lastReadyAt } : {}),
+  };
+}
+
+/** A candidate as its versions directory keeps it. */
+function toStored(candidate: Candidate): StoredCandidate {
+  const { readySince, lastReadyAt } = candidate;
+  return {
+    version: candidate.version,
+    seenAt: formatInstant(candidate.seenAt),
+    ...(readySince !== undefined ? { readySince: formatInstant(readySince) } : {}),
+    ...(lastReadyAt !== undefined ? { lastReadyAt: formatInstant(lastReadyAt) } : {}),
+    manifest: JSON.parse(candidate.manifest),
+  };
+}
+
+/**
+ * The number a first version gets: the newest version stored when it is this very spec (a first
+ * checkpoint whose inactive manifest could not be written, on a full disk, is tried again as
+ * the same version, not as a new one each pass), else the next.
+ */
+function firstVersion(parent: Pod, dirs: Config, stored: StoredVersions): number {
+  const newest = stored.versions.at(-1);
+  if (
+    newest && renderManifest(sanitizeCheckpoint(parent, dirs, newest.version).pod) === newest.text
+  ) {
+    return newest.version;
+  }
+  return nextVersion(stored, undefined);
 }
 
 /** What one pass's refresh of secrets and configmaps has learnt so far. */
@@ -58,6 +121,25 @@ export interface CheckpointWriterOptions {
   failures: SourceFailureLog;
 }
 
+/** One parent's checkpoint, as one pass works on it. */
+interface Work {
+  id: string;
+  parent: Pod;
+  /** Its manifest's file name (assignManifestNames). */
+  file: string;
+  owner: FileOwner;
+  now: Instant;
+  refreshDue: boolean;
+  apiAvailable: boolean;
+  refresh: Refresh;
+  out: Outcome;
+}
+
+/** A candidate as this process watches it, with why it waits. */
+export interface WatchedCandidate extends Candidate {
+  why: string;
+}
+
 export class CheckpointWriter {
   readonly #opts: CheckpointWriterOptions;
   readonly #paths: CheckpointTrees;
@@ -67,10 +149,34 @@ export class CheckpointWriter {
   readonly #warned = new Map<string, string>();
   /** Inactive manifests known to be what their parent (the key) makes of them. */
   readonly #checkedManifests = new VerifiedFiles();
+  /**
+   * Per parent: the new spec waiting to be promoted. Since when it has been Ready is known to
+   * this process only: after a restart the wait starts again, which only delays a promotion.
+   */
+  readonly #candidates = new Map<string, WatchedCandidate>();
 
   constructor(opts: CheckpointWriterOptions) {
     this.#opts = opts;
     this.#paths = opts.config;
+  }
+
+  /** The candidate of a parent, as this process watches it. */
+  candidateOf(id: string): WatchedCandidate | undefined {
+    return this.#candidates.get(id);
+  }
+
+  /** How many candidates wait. */
+  get candidatesWaiting(): number {
+    return this.#candidates.size;
+  }
+
+  /**
+   * An operator's verb changed a checkpoint's versions (lib/pass/verbs.ts): its manifest is
+   * checked again and its candidate watched afresh on the next pass.
+   */
+  forget(id: string) {
+    this.#candidates.delete(id);
+    this.#refreshedAt.delete(id);
   }
 
   /** The sanitized manifest of every tracked parent, then its secrets and configmaps. */
@@ -83,6 +189,7 @@ export class CheckpointWriter {
     const manifestOf = (id: string, file: string) =>
       checkpointPaths(this.#paths, id, file).inactiveManifest;
     const refresh: Refresh = { apiUnavailable: false };
+    const running = new Set(obs.running.map((r) => r.uid));
     await writes.forEachCheckpoint(report, ids, async (id, out) => {
       const parent = result.parents.get(id)!;
       await writes.attempt(out, "checkpoint", id, async () => {
@@ -96,43 +203,30 @@ export class CheckpointWriter {
         const refreshDue = last === undefined ||
           now - last >= millisToDuration(config.refreshIntervalMs);
         // The manifest is made from the parent alone: the same parent, and a file untouched
-        // since it was last checked, mean nothing to do until the refresh falls due.
+        // since it was last checked, mean nothing to do until the refresh falls due. A
+        // candidate also waits on time, so it is looked at on every pass.
         const manifest = manifestOf(id, file);
         const parentJson = JSON.stringify(parent);
-        if (!refreshDue && this.#checkedManifests.unchanged(manifest, parentJson)) return;
-        const sanitized = sanitizeCheckpoint(parent, config);
-        this.#warnOnce(id, sanitized.warnings);
-        const written = await writeInactiveManifest(this.#paths, sanitized.pod, file);
-        this.#checkedManifests.checked(manifest, parentJson);
-        if (written === "written") writes.applied(out, { op: "checkpoint", id });
-        if (!(refreshDue || written === "written") || !apiAvailable) return;
-        const objects = await this.#fetchObjects(
-          parent.metadata.namespace,
-          sanitized.volumes,
-          refresh,
-        );
-        const files = await writeVolumeFiles(sanitized.volumes, objects.data, owner);
-        const { namespace, name } = parent.metadata;
-        const stale = await removeStaleVolumeDirs(
-          podFileDirs(config, namespace, name),
-          sanitized.volumes,
-        );
-        files.removed += stale.length;
-        if (files.written + files.removed > 0) {
-          writes.applied(out, {
-            op: "files",
-            id,
-            detail: `${files.written} written, ${files.removed} removed`,
-          });
+        if (
+          !refreshDue && !this.#candidates.has(id) &&
+          this.#checkedManifests.unchanged(manifest, parentJson)
+        ) return;
+        const work: Work = { id, parent, file, owner, now, refreshDue, apiAvailable, refresh, out };
+        const ready = parentReadiness(parent, {
+          running: parent.metadata.uid !== undefined && running.has(parent.metadata.uid),
+          active: actionOf(result.tracked.get(id)!) === "start",
+        });
+        if (await this.#checkpoint(work, manifest, ready.ready)) {
+          this.#checkedManifests.checked(manifest, parentJson);
         }
-        for (const s of files.skipped) {
-          this.#opts.log.warn("volume files kept as they were", { id, ...s });
-        }
-        // Retry next pass unless everything was fetched and written.
-        if (objects.complete && files.skipped.length === 0) this.#refreshedAt.set(id, now);
-        else this.#refreshedAt.delete(id);
       });
     });
+    for (const id of this.#candidates.keys()) {
+      if (ids.includes(id)) continue;
+      // Gone, or not seen this pass: its readiness is no longer continuous. The kept version
+      // stays whatever happens to the parent; the planner decides about that.
+      await writes.attempt(report, "checkpoint", id, () => this.#discard(id, "parent not seen"));
+    }
     for (const memory of [this.#refreshedAt, this.#warned]) {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
@@ -142,6 +236,174 @@ export class CheckpointWriter {
         return file === undefined ? [] : [manifestOf(id, file)];
       })),
     );
+  }
+
+  /**
+   * Brings one parent's checkpoint to what promotion decides (lib/core/promotion.ts); true
+   * when its inactive manifest is then what the parent makes of it.
+   */
+  async #checkpoint(work: Work, manifest: string, ready: boolean): Promise<boolean> {
+    const { config } = this.#opts;
+    const { id, parent } = work;
+    const onDisk = await readKept(this.#paths, id, manifest);
+    const stored = onDisk.stored;
+    const first = onDisk.kept === undefined;
+    const keptVersion = onDisk.kept ?? firstVersion(parent, config, stored);
+    const asKept = sanitizeCheckpoint(parent, config, keptVersion);
+    this.#warnOnce(id, asKept.warnings);
+    const version = nextVersion(stored, onDisk.kept);
+    const asNext = first || renderManifest(asKept.pod) === onDisk.text
+      ? undefined
+      : sanitizeCheckpoint(parent, config, version);
+    const decision = decidePromotion({
+      now: work.now,
+      promoteAfterMs: config.promoteAfterMs,
+      maxGapMs: readinessGapMs(config.pollIntervalMs),
+      first,
+      runsKept: asNext === undefined,
+      manifest: asNext ? renderManifest(asNext.pod) : "",
+      version,
+      candidate: this.#candidates.get(id) ?? fromStored(stored.candidate),
+      ready,
+      pinned: stored.pinned !== undefined,
+    });
+    switch (decision.kind) {
+      case "first": {
+        // Nothing better to keep: the first version is taken as the parent has it, and its
+        // files follow (they may be fetched on a later pass).
+        const text = renderManifest(asKept.pod);
+        await writeVersionManifest(this.#paths, id, keptVersion, text);
+        if (await writeInactiveManifest(this.#paths, asKept.pod, work.file) === "written") {
+          this.#opts.writes.applied(work.out, { op: "checkpoint", id });
+        }
+        await this.#refreshFiles(work, asKept, keptVersion, true);
+        return true;
+      }
+      case "kept":
+        if (this.#candidates.has(id) || stored.candidate) {
+          await this.#discard(id, "the parent runs the kept version again");
+        }
+        if (work.refreshDue) await this.#refreshFiles(work, asKept, keptVersion, false);
+        return true;
+      case "wait":
+        await this.#watch(id, decision.candidate, decision.why, stored.candidate);
+        return false;
+      case "promote":
+        return await this.#promote(work, asNext!, decision.candidate, keptVersion);
+    }
+  }
+
+  /**
+   * The kept version's files, fetched again: into its own directories, never another
+   * version's. `written`: its manifest was just written, so they are due whatever the time.
+   */
+  async #refreshFiles(
+    work: Work,
+    sanitized: SanitizedCheckpoint,
+    version: number,
+    written: boolean,
+  ): Promise<void> {
+    if (!(work.refreshDue || written) || !work.apiAvailable) return;
+    const complete = await this.#storeFiles(work, sanitized, version);
+    // Retry next pass unless everything was fetched and written.
+    if (complete) this.#refreshedAt.set(work.id, work.now);
+    else this.#refreshedAt.delete(work.id);
+  }
+
+  /** Fetches and writes one version's files; true when every one was fetched and stored. */
+  async #storeFiles(work: Work, sanitized: SanitizedCheckpoint, version: number) {
+    const { config, writes, log } = this.#opts;
+    const { id, parent } = work;
+    const objects = await this.#fetchObjects(
+      parent.metadata.namespace,
+      sanitized.volumes,
+      work.refresh,
+    );
+    const files = await writeVolumeFiles(sanitized.volumes, objects.data, work.owner);
+    const { namespace, name } = parent.metadata;
+    const stale = await removeStaleVolumeDirs(
+      versionFileDirs(config, namespace, name, version),
+      sanitized.volumes,
+    );
+    files.removed += stale.length;
+    if (files.written + files.removed > 0) {
+      writes.applied(work.out, {
+        op: "files",
+        id,
+        detail: `${files.written} written, ${files.removed} removed`,
+      });
+    }
+    for (const s of files.skipped) log.warn("volume files kept as they were", { id, ...s });
+    return objects.complete && files.skipped.length === 0;
+  }
+
+  /** A candidate waits; said when it first appears and whenever why it waits changes. */
+  async #watch(id: string, candidate: Candidate, why: string, stored?: StoredCandidate) {
+    const earlier = this.#candidates.get(id);
+    this.#candidates.set(id, { ...candidate, why });
+    // Kept on disk with its wait, so that a restarted agent (or `--once` run every poll
+    // interval) goes on with it; an unchanged candidate is not rewritten.
+    const next = toStored(candidate);
+    if (!stored || JSON.stringify(stored) !== JSON.stringify(next)) {
+      await writeCandidate(this.#paths, id, next);
+    }
+    if (earlier?.manifest !== candidate.manifest || earlier.why !== why) {
+      this.#opts.log.info("candidate waits; the kept version stays in place", {
+        id,
+        version: candidate.version,
+        why,
+      });
+    }
+  }
+
+  /**
+   * Makes the candidate the kept version, in an order a crash at any point leaves whole (see
+   * docs/design.md#versions): its files into its own directories, then its version's
+   * manifest, then the inactive manifest (one rename: the switch), then the candidate and the
+   * versions no longer kept go. Files that cannot all be stored keep it waiting.
+   */
+  async #promote(
+    work: Work,
+    sanitized: SanitizedCheckpoint,
+    candidate: Candidate,
+    previous: number,
+  ): Promise<boolean> {
+    const { config, log, writes } = this.#opts;
+    const { id, now } = work;
+    const version = candidate.version;
+    const complete = work.apiAvailable && await this.#storeFiles(work, sanitized, version);
+    if (!complete) {
+      await this.#watch(id, candidate, "its files cannot all be stored yet");
+      return false;
+    }
+    this.#refreshedAt.set(id, now);
+    await writeVersionManifest(this.#paths, id, version, candidate.manifest);
+    await writeInactiveManifest(this.#paths, sanitized.pod, work.file);
+    this.#candidates.delete(id);
+    await removeCandidate(this.#paths, id);
+    const dropped = await pruneVersions(this.#paths, id, {
+      keep: config.checkpointVersions,
+      kept: version,
+      inUse: await manifestTexts(this.#paths, id, work.file),
+    });
+    writes.applied(work.out, { op: "promote", id, detail: `version ${previous} → ${version}` });
+    log.info("candidate promoted", {
+      id,
+      from: previous,
+      version,
+      readyFor: candidate.readySince === undefined
+        ? undefined
+        : `${Number(now - candidate.readySince) / 1e9} s`,
+      ...(dropped.length > 0 ? { versionsRemoved: dropped } : {}),
+    });
+    return true;
+  }
+
+  async #discard(id: string, why: string) {
+    this.#candidates.delete(id);
+    if (await removeCandidate(this.#paths, id) === "removed") {
+      this.#opts.log.info("candidate discarded; the kept version stays", { id, why });
+    }
   }
 
   /**

@@ -11,7 +11,15 @@ import type { SourceFailure } from "../sources/types.ts";
 import type { StalledStart } from "./stalls.ts";
 
 export interface AppliedAction {
-  op: "checkpoint" | "files" | "start" | "stop" | "remove" | "sandbox-record" | "sandbox-forget";
+  op:
+    | "checkpoint"
+    | "promote"
+    | "files"
+    | "start"
+    | "stop"
+    | "remove"
+    | "sandbox-record"
+    | "sandbox-forget";
   id: string;
   detail?: string;
 }

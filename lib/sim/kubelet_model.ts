@@ -16,6 +16,10 @@
  *   the maximum without a restart).
  * - A pod that no source lists any more is killed: its containers exit, its sandbox stops.
  *
+ * - A container whose program crashes (Crashes: a wrong flag, a broken image) exits as it
+ *   starts, and is restarted after its back-off like any other; its pod is never Ready.
+ * - The Ready condition is True while every container runs (there are no probes to wait for).
+ *
  * Left out: init containers, restart policies other than Always, probes, garbage collection.
  */
 import { asArray, isObject, type Json } from "../core/json.ts";
@@ -72,6 +76,9 @@ export interface KubeletEvent {
 
 /** What a program listens on: a host port whenever its pod runs on the host network. */
 export type ListensOn = (container: Json) => { protocol: string; port: number }[];
+
+/** Whether a container's program exits as soon as it starts (a wrong flag, a broken image). */
+export type Crashes = (container: Json) => boolean;
 
 export interface PodSources {
   /** The pods the API server binds to the node; undefined when it cannot be asked. */
@@ -160,9 +167,12 @@ export class KubeletModel {
   #apiPods: Pod[] = [];
   #servicesReadAt: Instant | undefined;
 
-  constructor(timings: KubeletTimings, listensOn: ListensOn) {
+  readonly #crashes: Crashes;
+
+  constructor(timings: KubeletTimings, listensOn: ListensOn, crashes: Crashes = () => false) {
     this.#timings = timings;
     this.#listensOn = listensOn;
+    this.#crashes = crashes;
   }
 
   /** The node loses power and boots: every process is gone, the kubelet starts afresh. */
@@ -304,21 +314,23 @@ export class KubeletModel {
 
   #start(sandbox: Sandbox, spec: Json, current: ContainerRecord | undefined, now: Instant) {
     const taken = this.#binds(sandbox.pod, spec).filter((port) => this.#boundPorts().has(port));
+    const exit = taken.length > 0
+      ? `address already in use: ${taken.join(", ")}`
+      : this.#crashes(spec)
+      ? "the program exited at once"
+      : undefined;
     const container: ContainerRecord = {
       name: String(spec.name),
       attempt: current ? current.attempt + 1 : 0,
-      state: taken.length > 0 ? "exited" : "running",
-      ...(taken.length > 0 ? { finishedAt: now } : {}),
+      state: exit ? "exited" : "running",
+      ...(exit ? { finishedAt: now } : {}),
     };
     sandbox.containers.push(container);
     this.#event(
       now,
       sandbox.pod,
-      taken.length > 0 ? "container-exited" : "container-running",
-      {
-        container: container.name,
-        ...(taken.length > 0 ? { detail: `address already in use: ${taken.join(", ")}` } : {}),
-      },
+      exit ? "container-exited" : "container-running",
+      { container: container.name, ...(exit ? { detail: exit } : {}) },
     );
   }
 
@@ -443,6 +455,12 @@ export class KubeletModel {
     const made = containersOf(managed.pod).every((spec) =>
       sandbox?.containers.some((c) => c.name === String(spec.name))
     );
-    return { phase: sandbox?.ready && made ? "Running" : "Pending", containerStatuses };
+    // Ready as the status manager computes it without probes: every container running.
+    const ready = containerStatuses.length > 0 && containerStatuses.every((c) => c.ready);
+    return {
+      phase: sandbox?.ready && made ? "Running" : "Pending",
+      conditions: [{ type: "Ready", status: ready ? "True" : "False" }],
+      containerStatuses,
+    };
   }
 }

@@ -114,6 +114,9 @@ export class SimNode {
   /** Per static-pod file the kubelet could not use, what it last said about it. */
   readonly #fileProblems = new Map<string, string>();
   readonly #kubeletLog: string[] = [];
+  /** Images whose program exits as soon as it starts (breakImage). */
+  readonly #brokenImages: Set<string>;
+  #rollouts = 0;
 
   private constructor(init: {
     root: string;
@@ -127,6 +130,7 @@ export class SimNode {
     ca: SimCa;
     model: KubeletModel;
     apiServerLabels?: Record<string, string>;
+    brokenImages: Set<string>;
   }) {
     this.root = init.root;
     this.nodeName = init.nodeName;
@@ -139,6 +143,7 @@ export class SimNode {
     this.ca = init.ca;
     this.#model = init.model;
     this.#apiServerLabels = init.apiServerLabels;
+    this.#brokenImages = init.brokenImages;
   }
 
   static async start(options: SimNodeOptions = {}): Promise<SimNode> {
@@ -162,6 +167,7 @@ export class SimNode {
       const kubeconfig = await writeNodeKubeconfig(root, nodeName, apiServer, ca);
       const kubeletCaFile = join(root, "etc/kubernetes/kubelet-ca.crt");
       await Deno.writeTextFile(kubeletCaFile, kubelet.servingCertPem);
+      const brokenImages = new Set<string>();
       const node = new SimNode({
         root,
         nodeName,
@@ -172,8 +178,13 @@ export class SimNode {
         kubeconfig,
         kubeletCaFile,
         ca,
-        model: new KubeletModel(timings, programPorts(cluster)),
+        model: new KubeletModel(
+          timings,
+          programPorts(cluster),
+          (container) => brokenImages.has(String(container.image)),
+        ),
         apiServerLabels: options.apiServerLabels,
+        brokenImages,
       });
       await node.#install(cluster);
       // The node has been up a while: every pod runs, whatever the kubelet first waited for.
@@ -276,6 +287,28 @@ export class SimNode {
     this.kubelet.secure.setFault("none");
     this.#api = "up";
     await this.sync();
+  }
+
+  /**
+   * A new spec for a parent, as a controller that keeps pod names rolls it out: the pod is
+   * replaced by one of the same name with `change` applied and a new uid; the kubelet kills
+   * the old pod and starts the new one. Returns the new pod.
+   */
+  async updateParent(id: string, change: (pod: Pod) => Pod): Promise<Pod> {
+    const old = this.#parents.get(id);
+    if (!old) throw new Error(`no parent ${id}`);
+    const changed = change(structuredClone(old));
+    const uid = `${uidOf(old).slice(0, 24)}${String(++this.#rollouts).padStart(12, "0")}`;
+    const pod: Pod = { ...changed, metadata: { ...changed.metadata, uid } };
+    delete pod.status;
+    this.#parents.set(id, pod);
+    await this.sync();
+    return pod;
+  }
+
+  /** From now on, a container of this image exits as soon as it starts (a broken image). */
+  breakImage(image: string) {
+    this.#brokenImages.add(image);
   }
 
   /** `kubectl delete pod`: gone from the API server and stopped by the kubelet. */

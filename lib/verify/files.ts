@@ -9,18 +9,20 @@ import {
   type CheckpointTrees,
   DIR_MODE,
   type FileOwner,
+  hostPathsOf,
   MANIFEST_MODE,
   manifestFileNames,
   STORED_FILE_MODE,
   storedFilesOwner,
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
-import { isCheckpoint, type Pod, podId } from "../core/pod.ts";
+import { isCheckpoint, podId } from "../core/pod.ts";
 import { apiReferences } from "../core/sanitize.ts";
 import { equalBytes, TEMP_MARKER } from "../disk/atomic_write.ts";
 import { type ManifestDir, type ManifestFile, readManifestDir } from "../disk/manifests.ts";
 import { type Check, type Finding, modeFinding } from "./check.ts";
 import { pathExists } from "../disk/dirs.ts";
+import { parseManifestText, readStoredVersions } from "../disk/versions.ts";
 
 async function bytesEqual(a: string, b: string): Promise<boolean> {
   const [x, y] = await Promise.all([Deno.readFile(a), Deno.readFile(b)]);
@@ -136,12 +138,6 @@ async function checkTree(path: string, owner: FileOwner, findings: Finding[]): P
   return checked;
 }
 
-function hostPaths(pod: Pod): string[] {
-  const volumes = (pod.spec as { volumes?: { hostPath?: { path?: unknown } }[] } | undefined)
-    ?.volumes ?? [];
-  return volumes.flatMap((v) => typeof v.hostPath?.path === "string" ? [v.hostPath.path] : []);
-}
-
 /** What a pod's file directory holds beyond the volumes its checkpoint mounts. */
 async function unmounted(dir: string, mounted: Set<string>): Promise<string[]> {
   if (!await pathExists(dir)) return [];
@@ -188,8 +184,14 @@ export function storedFilesCheck(paths: CheckpointTrees): Check {
           findings.push({ file: m.file, problem: owner.error });
           continue;
         }
+        // Every version kept mounts files of its own (docs/design.md#versions).
+        const versions = (await readStoredVersions(paths, id)).versions.flatMap((v) =>
+          parseManifestText(v.text) ?? []
+        );
         const mounted = new Set(
-          hostPaths(m.pod).filter((dir) => bases.some((base) => dir.startsWith(`${base}/`))),
+          [m.pod, ...versions].flatMap(hostPathsOf).filter((dir) =>
+            bases.some((base) => dir.startsWith(`${base}/`))
+          ),
         );
         for (
           const path of [

@@ -126,6 +126,7 @@ Deno.test("checkpoints: list and one, with state, deadline, status record, phase
         secretsDir: join(cfg.secretsDir, "kube-system", "kube-apiserver-7x2kq"),
         configmapsDir: join(cfg.configmapsDir, "kube-system", "kube-apiserver-7x2kq"),
       },
+      versions: { kept: 1, versions: [1] },
     });
     // The others were withdrawn when their parents came back: deactivated, since then.
     const scheduler = list.body.checkpoints[2];

@@ -44,6 +44,9 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       ckpt_agent_source_errors_total: "counter",
       ckpt_agent_write_errors_total: "counter",
       ckpt_agent_bytes_written_total: "counter",
+      ckpt_agent_promotions_total: "counter",
+      ckpt_agent_rollbacks_total: "counter",
+      ckpt_agent_candidates_waiting: "gauge",
       ckpt_agent_checkpoints: "gauge",
       ckpt_agent_sandbox_checkpoints: "gauge",
       ckpt_agent_last_pass_timestamp_seconds: "gauge",
@@ -78,6 +81,9 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
     }
     assertEquals(m.get("ckpt_agent_state_transitions_total")!.samples, []);
     assertEquals(sampleValue(m, "ckpt_agent_stalled_checkpoints"), 0);
+    for (const name of ["promotions_total", "rollbacks_total", "candidates_waiting"]) {
+      assertEquals(sampleValue(m, `ckpt_agent_${name}`), 0, name);
+    }
     assert(sampleValue(m, "process_resident_memory_bytes")! > 0);
     assert(sampleValue(m, "process_start_time_seconds")! > 1e9);
   });

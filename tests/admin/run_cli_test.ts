@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
+import { untilAnswers } from "../helpers/admin_socket.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
@@ -44,22 +45,6 @@ Deno.test("a non-loopback admin address exits 2 with one line naming the key, be
     assertEquals([...Deno.readDirSync(dir)].map((e) => e.name), ["config.yaml"]);
   });
 });
-
-async function untilAnswers(client: Deno.HttpClient, path: string): Promise<Response> {
-  let last: unknown;
-  // Bounded: the daemon starts in well under a second; give up after 300 tries.
-  for (let attempt = 0; attempt < 300; attempt++) {
-    try {
-      const response = await fetch(`${UNIX_SOCKET_ORIGIN}${path}`, { client });
-      if (response.status === 200) return response;
-      await response.body?.cancel();
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`the admin endpoint never answered 200 on ${path}: ${last}`);
-}
 
 Deno.test("ckpt-agent run serves its admin socket, and removes it after the last pass on SIGTERM", async () => {
   const node = await SimNode.start();

@@ -20,11 +20,12 @@ async function knownState(f: DaemonFixture) {
   await f.pass();
 }
 
+/** Each checkpoint at its first version, with no candidate. */
 const ROWS = [
-  ["ID", "STATE", "SINCE", "DEADLINE"],
-  [APISERVER, "inactive-grace", created, deadline],
-  ["kube-system/kube-controller-manager-m4t9z", "inactive", created, "-"],
-  ["kube-system/kube-scheduler-q8w2c", "inactive", created, "-"],
+  ["ID", "STATE", "SINCE", "DEADLINE", "VERSION", "KEPT", "CANDIDATE"],
+  [APISERVER, "inactive-grace", created, deadline, "1", "1", "-"],
+  ["kube-system/kube-controller-manager-m4t9z", "inactive", created, "-", "1", "1", "-"],
+  ["kube-system/kube-scheduler-q8w2c", "inactive", created, "-", "1", "1", "-"],
 ];
 
 async function status(f: DaemonFixture, adminListen: string, ...extra: string[]) {

@@ -32,6 +32,8 @@ const DEFAULT_CONFIG: Config = {
   pollIntervalMs: 5_000,
   refreshIntervalMs: 60_000,
   startTimeoutMs: 120_000,
+  promoteAfterMs: 60_000,
+  checkpointVersions: 3,
   namespaces: [],
   adminListen: "127.0.0.1:10280",
   adminAllowRemote: false,
@@ -100,6 +102,8 @@ stateDir: /k/state
 pollInterval: 500ms
 refreshInterval: 1m30s
 startTimeout: 5m
+promoteAfter: 2m
+checkpointVersions: 5
 namespace:
   - kube-system
   - kube-flannel
@@ -129,6 +133,8 @@ adminTokenFile: /k/token
     pollIntervalMs: 500,
     refreshIntervalMs: 90_000,
     startTimeoutMs: 300_000,
+    promoteAfterMs: 120_000,
+    checkpointVersions: 5,
     namespaces: ["kube-system", "kube-flannel"],
     adminListen: "[::1]:9000",
     adminAllowRemote: true,

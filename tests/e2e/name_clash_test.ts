@@ -13,7 +13,7 @@ import { type Pod, podId } from "../../lib/core/pod.ts";
 import { type ControlPlane, daemonSetPod } from "../../lib/sim/control_plane.ts";
 import { type AgentOnNode, withAgentOnNode } from "../helpers/agent_on_node.ts";
 import { runCli } from "../helpers/cli.ts";
-import { tree } from "../helpers/tree.ts";
+import { manifestTree, tree } from "../helpers/tree.ts";
 
 const A = "kube-system/proxy-x1";
 const B = "kube/system-proxy-x1";
@@ -59,7 +59,7 @@ function clashingCluster(nodeName: string, bFirst: boolean): ControlPlane {
 /** The id of the checkpoint in each file of a manifest dir. */
 async function holders(dir: string): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  for (const [file, entry] of Object.entries(await tree(dir))) {
+  for (const [file, entry] of Object.entries(await manifestTree(dir))) {
     out[file] = podId(JSON.parse(entry.content!) as Pod);
   }
   return out;

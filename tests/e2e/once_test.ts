@@ -11,7 +11,7 @@ import type { PassReport } from "../../lib/pass/report.ts";
 import { manifestFileName, unambiguousManifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
-import { tree } from "../helpers/tree.ts";
+import { manifestTree, tree } from "../helpers/tree.ts";
 import { withNode } from "../helpers/sim_node.ts";
 
 const APISERVER = "kube-system/kube-apiserver-7x2kq";
@@ -42,7 +42,7 @@ Deno.test("(a) the first pass writes checkpoints and files with tight modes; an 
     assertEquals(first.report.complete, true);
     assertEquals(first.report.plan.stops, PARENTS);
     const c = node.config();
-    const inactive = await tree(c.inactiveDir);
+    const inactive = await manifestTree(c.inactiveDir);
     assertEquals(Object.keys(inactive).sort(), PARENTS.map(manifestName).sort());
     for (const entry of Object.values(inactive)) assertEquals(entry.mode, 0o600);
     const secrets = await tree(c.secretsDir);
@@ -202,7 +202,7 @@ Deno.test("(h) foreign manifests and dot-files in the static-pod dir are never t
     assertEquals(first.code, 0, first.stderr);
     const apiserverFile = unambiguousManifestFileName(APISERVER);
     assertEquals(
-      Object.keys(await tree(node.config().inactiveDir)).sort(),
+      Object.keys(await manifestTree(node.config().inactiveDir)).sort(),
       [apiserverFile, manifestName(CONTROLLER), manifestName(SCHEDULER)].sort(),
     );
     const said = first.stderr.split("\n").filter((l) => l.includes("manifest file name taken"));

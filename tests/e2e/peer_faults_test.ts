@@ -12,7 +12,7 @@ import { manifestFileName as manifestName } from "../../lib/core/checkpoint_layo
 import type { SimNode } from "../../lib/sim/node.ts";
 import { runCli } from "../helpers/cli.ts";
 import { withNode } from "../helpers/sim_node.ts";
-import { tree } from "../helpers/tree.ts";
+import { manifestTree } from "../helpers/tree.ts";
 
 const APISERVER = "kube-system/kube-apiserver-7x2kq";
 const PARENTS = [
@@ -27,8 +27,9 @@ async function once(configFile: string, ...flags: string[]) {
   return { code: r.code, report: JSON.parse(r.stdout) as PassReport, stderr: r.stderr };
 }
 
+/** The manifests of a manifest dir, as the kubelet reads it. */
 async function files(dir: string): Promise<string[]> {
-  return Object.keys(await tree(dir)).sort();
+  return Object.keys(await manifestTree(dir)).sort();
 }
 
 for (const fault of ["html", "truncated", "wrong-kind"] as const) {

@@ -22,7 +22,7 @@ import { DEAD_PROXY, PROXY_ENVIRONMENTS } from "../helpers/proxy_env.ts";
 import { startHttpProxy } from "../helpers/proxy_servers.ts";
 import { withNode } from "../helpers/sim_node.ts";
 import { connectRuntime } from "../../lib/sources/cri.ts";
-import { tree } from "../helpers/tree.ts";
+import { manifestTree } from "../helpers/tree.ts";
 
 const PROBE = fileURLToPath(new URL("./cri_probe.ts", import.meta.url));
 const ENVIRONMENTS = Object.entries(PROXY_ENVIRONMENTS);
@@ -131,7 +131,7 @@ async function once(configFile: string, env: Record<string, string>) {
 }
 
 async function inactiveManifests(node: SimNode): Promise<string[]> {
-  return Object.keys(await tree(node.config().inactiveDir)).sort();
+  return Object.keys(await manifestTree(node.config().inactiveDir)).sort();
 }
 
 Deno.test("ckpt-agent --once in every proxy environment: every source answers, checkpoints written", async () => {

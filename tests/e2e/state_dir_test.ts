@@ -21,7 +21,9 @@ const PARENTS = [
 const MB = 1024 * 1024;
 
 function manifests(dir: string): string[] {
-  return [...Deno.readDirSync(dir)].map((e) => e.name).filter((n) => !n.endsWith(".yaml")).sort();
+  // As the kubelet reads the dir: the inactive dir's `.versions` is no manifest.
+  return [...Deno.readDirSync(dir)].map((e) => e.name)
+    .filter((n) => !n.endsWith(".yaml") && !n.startsWith(".")).sort();
 }
 
 const ACTIVE = PARENTS.map((id) => `${id.replace("/", "-")}.json`);

@@ -103,7 +103,10 @@ function sandboxCounts(runtime: RuntimeClient, endpoint: string): RuntimeClient 
 
 async function names(dir: string): Promise<string[]> {
   const found: string[] = [];
-  for await (const entry of Deno.readDir(dir)) found.push(entry.name);
+  for await (const entry of Deno.readDir(dir)) {
+    // As the kubelet reads the dir: the inactive dir's `.versions` is no manifest.
+    if (!entry.name.startsWith(".")) found.push(entry.name);
+  }
   return found.sort();
 }
 

@@ -43,3 +43,13 @@ export async function tree(
   }
   return out;
 }
+
+/**
+ * The manifests of a manifest directory as the kubelet reads it: the entries `tree` finds but
+ * those under a dot-name, such as the inactive dir's `.versions` (docs/design.md#versions).
+ */
+export async function manifestTree(dir: string): Promise<Record<string, Entry>> {
+  return Object.fromEntries(
+    Object.entries(await tree(dir)).filter(([path]) => !path.startsWith(".")),
+  );
+}

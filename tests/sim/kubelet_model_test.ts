@@ -14,6 +14,8 @@ import {
 } from "../../lib/sim/kubelet_model.ts";
 
 const APISERVER_IMAGE = "registry.k8s.io/kube-apiserver:v1.34.2";
+/** A program that exits as it starts: a wrong flag, a broken image. */
+const BROKEN_IMAGE = "registry.k8s.io/kube-apiserver:v1.34.2-typo";
 
 interface PodFields {
   hostNetwork?: boolean;
@@ -54,6 +56,7 @@ class Kubelet {
     this.model = new KubeletModel(
       { ...KUBELET_TIMINGS, ...timings },
       (container) => container.image === APISERVER_IMAGE ? [{ protocol: "TCP", port: 6443 }] : [],
+      (container) => container.image === BROKEN_IMAGE,
     );
   }
 
@@ -143,6 +146,7 @@ Deno.test("a pod from the API server gets its sandbox at once, its containers on
   assertEquals(k.containers("kube-apiserver"), []);
   assertEquals(k.status("kube-apiserver"), {
     phase: "Pending",
+    conditions: [{ type: "Ready", status: "False" }],
     containerStatuses: [{
       name: "main",
       ready: false,
@@ -162,6 +166,7 @@ Deno.test("a pod from the API server gets its sandbox at once, its containers on
   assertEquals(k.containers("kube-apiserver"), ["running#0"]);
   assertEquals(k.starts("kube-apiserver", start), [10]);
   assertEquals(k.status("kube-apiserver")?.phase, "Running");
+  assertEquals(k.status("kube-apiserver")?.conditions, [{ type: "Ready", status: "True" }]);
 });
 
 Deno.test("a container that finds its port taken exits; it is restarted at once, then after the back-off", () => {
@@ -225,4 +230,15 @@ Deno.test("a pod no source lists is killed; a power cut leaves NOTREADY sandboxe
   k.sync({ api: [pod("kube-system/scheduler", { image: "scheduler" })] });
   assertEquals(k.containers("scheduler"), ["running#0"]);
   assertEquals(k.model.runtimePods().filter((p) => p.name === "scheduler").length, 2);
+});
+
+Deno.test("a program that exits as it starts crash-loops and its pod is never Ready", () => {
+  const k = new Kubelet();
+  const start = k.clock.now();
+  k.sync({ api: [pod("kube-system/kube-apiserver", { image: BROKEN_IMAGE })] });
+  k.wait(60);
+  // At once, then after 10 s and 20 s of back-off, each counted from the relist that saw it.
+  assertEquals(k.starts("kube-apiserver", start), [0, 1, 12, 33]);
+  assertEquals(k.status("kube-apiserver")?.conditions, [{ type: "Ready", status: "False" }]);
+  assertEquals(k.status("kube-apiserver")?.phase, "Running");
 });

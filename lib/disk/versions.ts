@@ -1,0 +1,336 @@
+/**
+ * A checkpoint's versions on disk (docs/design.md#versions): in its versions directory
+ * (versionsDir in lib/core/checkpoint_layout.ts) the manifest of every version kept, the
+ * candidate waiting to be promoted and the pin; the stored files of each version in its own
+ * directory (versionRoot). The inactive manifest is a copy of one version's manifest, the kept
+ * version; which one is read from the files, never remembered elsewhere, so a crash at any
+ * point leaves a state this module reads back whole.
+ *
+ * Every write goes through atomicWrite. The order of a promotion (files, then the version's
+ * manifest, then the inactive manifest) is the caller's; what this module guarantees is that a
+ * version's stored files are only removed once no version manifest kept and no manifest in
+ * either manifest dir mounts them.
+ */
+import { join } from "node:path";
+import { z } from "zod";
+import {
+  CANDIDATE_FILE,
+  checkpointPaths,
+  type CheckpointTrees,
+  DIR_MODE,
+  FIRST_VERSION,
+  MANIFEST_MODE,
+  PIN_FILE,
+  podFileDirs,
+  validId,
+  versionFileName,
+  versionOfDirName,
+  versionOfFileName,
+  versionsDir,
+  versionsMounted,
+} from "../core/checkpoint_layout.ts";
+import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
+import { formatSchemaError } from "../core/schema_error.ts";
+import { atomicWrite, removeDurably, sweepTempFiles, type WriteOutcome } from "./atomic_write.ts";
+import { ensureDir, removeTree } from "./dirs.ts";
+
+const CandidateSchema = z.object({
+  version: z.number().int().min(FIRST_VERSION),
+  seenAt: z.string(),
+  /** Since when, and when last, a pass saw its parent Ready (lib/core/promotion.ts). */
+  readySince: z.string().optional(),
+  lastReadyAt: z.string().optional(),
+  manifest: PodSchema,
+});
+export type StoredCandidate = z.infer<typeof CandidateSchema>;
+
+const PinSchema = z.object({ pinnedAt: z.string() });
+export type StoredPin = z.infer<typeof PinSchema>;
+
+/** What a checkpoint's versions directory holds. */
+export interface StoredVersions {
+  /** The version of each kept manifest, ascending, with the manifest's text. */
+  versions: { version: number; text: string }[];
+  candidate?: StoredCandidate;
+  pinned?: StoredPin;
+  /** Files there that could not be read as what their names say: reported, left alone. */
+  problems: string[];
+}
+
+async function readTextOrUndefined(path: string): Promise<string | undefined> {
+  try {
+    return await Deno.readTextFile(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    throw e;
+  }
+}
+
+async function readJsonFile<T>(
+  path: string,
+  schema: z.ZodType<T>,
+  problems: string[],
+): Promise<T | undefined> {
+  const text = await readTextOrUndefined(path);
+  if (text === undefined) return undefined;
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (e) {
+    problems.push(`${path}: not JSON: ${(e as Error).message}`);
+    return undefined;
+  }
+  const parsed = schema.safeParse(doc);
+  if (parsed.success) return parsed.data;
+  problems.push(`${path}: ${formatSchemaError(parsed.error)}`);
+  return undefined;
+}
+
+/** Everything in a checkpoint's versions directory; an absent directory holds nothing. */
+export async function readStoredVersions(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+): Promise<StoredVersions> {
+  const dir = versionsDir(trees, id);
+  const out: StoredVersions = { versions: [], problems: [] };
+  const numbers: number[] = [];
+  try {
+    for await (const entry of Deno.readDir(dir)) {
+      const version = versionOfFileName(entry.name);
+      if (entry.isFile && version !== undefined) numbers.push(version);
+    }
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return out;
+    throw e;
+  }
+  for (const version of numbers.sort((a, b) => a - b)) {
+    const text = await readTextOrUndefined(join(dir, versionFileName(version)));
+    if (text !== undefined) out.versions.push({ version, text });
+  }
+  const candidate = await readJsonFile(join(dir, CANDIDATE_FILE), CandidateSchema, out.problems);
+  const pinned = await readJsonFile(join(dir, PIN_FILE), PinSchema, out.problems);
+  return {
+    ...out,
+    ...(candidate ? { candidate } : {}),
+    ...(pinned ? { pinned } : {}),
+  };
+}
+
+/** The version whose manifest the inactive manifest (`inactiveText`) is a copy of. */
+export function keptVersionOf(stored: StoredVersions, inactiveText: string): number | undefined {
+  return stored.versions.findLast((v) => v.text === inactiveText)?.version;
+}
+
+/** The number the next new version gets: above every version kept and the candidate's. */
+export function nextVersion(stored: StoredVersions, kept: number | undefined): number {
+  const numbers = stored.versions.map((v) => v.version);
+  if (kept !== undefined) numbers.push(kept);
+  return numbers.length === 0 ? FIRST_VERSION : Math.max(...numbers) + 1;
+}
+
+async function writeIntoVersionsDir(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+  name: string,
+  text: string,
+): Promise<WriteOutcome> {
+  const dir = versionsDir(trees, id);
+  await ensureDir(dir, DIR_MODE);
+  return await atomicWrite(join(dir, name), text, { mode: MANIFEST_MODE });
+}
+
+/** Stores version `version`'s manifest: it must be whole before anything names it kept. */
+export function writeVersionManifest(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+  version: number,
+  text: string,
+): Promise<WriteOutcome> {
+  return writeIntoVersionsDir(trees, id, versionFileName(version), text);
+}
+
+export function writeCandidate(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+  candidate: StoredCandidate,
+): Promise<WriteOutcome> {
+  return writeIntoVersionsDir(trees, id, CANDIDATE_FILE, `${JSON.stringify(candidate, null, 2)}\n`);
+}
+
+export async function removeCandidate(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+): Promise<"removed" | "absent"> {
+  return await removeDurably(join(versionsDir(trees, id), CANDIDATE_FILE));
+}
+
+export function writePin(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+  pin: StoredPin,
+): Promise<WriteOutcome> {
+  return writeIntoVersionsDir(trees, id, PIN_FILE, `${JSON.stringify(pin)}\n`);
+}
+
+export async function removePin(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+): Promise<"removed" | "absent"> {
+  return await removeDurably(join(versionsDir(trees, id), PIN_FILE));
+}
+
+/** A checkpoint's whole versions directory, for its removal. */
+export async function removeVersionsDir(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+): Promise<"removed" | "absent"> {
+  return await removeTree(versionsDir(trees, id));
+}
+
+/** A stored manifest's pod; undefined when the text is not one. */
+export function parseManifestText(text: string): Pod | undefined {
+  try {
+    const parsed = PodSchema.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Keeps the `keep` newest versions and the kept one (`kept`), and removes the manifests of the
+ * others, then every version's stored files that no manifest left mounts: those of the
+ * remaining versions and `inUse` (the texts of the manifests in both manifest dirs). Manifests
+ * go first, so a crash midway leaves files nobody names, removed on the next prune, never a
+ * manifest without its files. Leftover temp files of the versions directory go too. Returns
+ * the versions removed.
+ */
+export async function pruneVersions(
+  trees: CheckpointTrees,
+  id: string,
+  opts: { keep: number; kept: number; inUse: string[] },
+): Promise<number[]> {
+  const { namespace, name } = validId(id);
+  const dir = versionsDir(trees, id);
+  const stored = await readStoredVersions(trees, id);
+  const newest = stored.versions.map((v) => v.version).slice(-opts.keep);
+  const removed: number[] = [];
+  for (const { version } of stored.versions) {
+    if (version === opts.kept || newest.includes(version)) continue;
+    await removeDurably(join(dir, versionFileName(version)));
+    removed.push(version);
+  }
+  const mounted = new Set<number>();
+  const texts = [
+    ...stored.versions.filter((v) => !removed.includes(v.version)).map((v) => v.text),
+    ...opts.inUse,
+  ];
+  for (const text of texts) {
+    const pod = parseManifestText(text);
+    // A manifest that cannot be read might mount anything: then nothing is removed.
+    if (!pod) return removed;
+    for (const version of versionsMounted(trees, id, pod)) mounted.add(version);
+  }
+  for (const podDir of podFileDirs(trees, namespace, name)) {
+    await removeUnmountedVersions(podDir, mounted);
+  }
+  await sweepTempFiles(dir);
+  return removed;
+}
+
+/** Removes the directories of versions in `podDir` that are not `mounted`. */
+async function removeUnmountedVersions(podDir: string, mounted: ReadonlySet<number>) {
+  const entries: Deno.DirEntry[] = [];
+  try {
+    for await (const entry of Deno.readDir(podDir)) entries.push(entry);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return;
+    throw e;
+  }
+  for (const entry of entries) {
+    const version = versionOfDirName(entry.name) ?? FIRST_VERSION;
+    if (!mounted.has(version)) await removeTree(join(podDir, entry.name));
+  }
+}
+
+/** A checkpoint's kept version, as its inactive manifest and its versions directory say. */
+export interface KeptOnDisk {
+  /** The inactive manifest's text; undefined when it has none that is its checkpoint. */
+  text?: string;
+  /** The version it is a copy of. */
+  kept?: number;
+  stored: StoredVersions;
+}
+
+/** What `status` and the admin endpoint show of a checkpoint's versions. */
+export interface VersionsView {
+  /** The version in place (its inactive manifest's); unset when none matches yet. */
+  kept?: number;
+  /** Every version kept, ascending. */
+  versions: number[];
+  pinned?: StoredPin;
+  candidate?: Omit<StoredCandidate, "manifest">;
+  problems?: string[];
+}
+
+function withoutManifest(candidate: StoredCandidate): Omit<StoredCandidate, "manifest"> {
+  const { manifest: _, ...rest } = candidate;
+  return rest;
+}
+
+/** A checkpoint's versions, read without writing anything. */
+export async function versionsView(
+  trees: CheckpointTrees,
+  id: string,
+  file: string,
+): Promise<VersionsView> {
+  const { inactiveManifest } = checkpointPaths(trees, id, file);
+  const [text, stored] = await Promise.all([
+    readTextOrUndefined(inactiveManifest),
+    readStoredVersions(trees, id),
+  ]);
+  const kept = text === undefined ? undefined : keptVersionOf(stored, text);
+  return {
+    ...(kept !== undefined ? { kept } : {}),
+    versions: stored.versions.map((v) => v.version),
+    ...(stored.pinned ? { pinned: stored.pinned } : {}),
+    ...(stored.candidate ? { candidate: withoutManifest(stored.candidate) } : {}),
+    ...(stored.problems.length > 0 ? { problems: stored.problems } : {}),
+  };
+}
+
+/**
+ * Reads which version is in place. An inactive manifest no version matches (written before
+ * versions existed, or edited by hand) is adopted as a version of its own, kept like any
+ * other: as the first when there is none yet (its files are then where the first version's
+ * are), else as the next. A file there that is not this checkpoint is not adopted.
+ */
+export async function readKept(
+  trees: CheckpointTrees,
+  id: string,
+  inactiveManifest: string,
+): Promise<KeptOnDisk> {
+  const [text, stored] = await Promise.all([
+    readTextOrUndefined(inactiveManifest),
+    readStoredVersions(trees, id),
+  ]);
+  const pod = text === undefined ? undefined : parseManifestText(text);
+  if (text === undefined || !pod || !isCheckpoint(pod) || podId(pod) !== id) return { stored };
+  const kept = keptVersionOf(stored, text);
+  if (kept !== undefined) return { text, kept, stored };
+  const adopted = nextVersion(stored, undefined);
+  await writeVersionManifest(trees, id, adopted, text);
+  stored.versions.push({ version: adopted, text });
+  return { text, kept: adopted, stored };
+}
+
+/** The texts of a checkpoint's manifests in both manifest dirs, under `file`. */
+export async function manifestTexts(
+  trees: CheckpointTrees,
+  id: string,
+  file: string,
+): Promise<string[]> {
+  const { inactiveManifest, activeManifest } = checkpointPaths(trees, id, file);
+  const texts = await Promise.all([inactiveManifest, activeManifest].map(readTextOrUndefined));
+  return texts.filter((t): t is string => t !== undefined);
+}
