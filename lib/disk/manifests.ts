@@ -318,24 +318,24 @@ export async function deactivateCheckpoint(
 }
 
 /**
- * Deletes everything of one checkpoint: its secrets and configmaps (and their namespace's
- * directory once no other pod's files are in it) of every version, its versions, its inactive
- * manifest, then its active manifest
- * last, each under either name and only while it holds this checkpoint.
- * Until the last step a manifest is left for the next pass to find, so a crash midway ends in a
- * removal finished later, never in files nobody tracks. Returns the paths that existed and are
- * gone. Removals run after a pass has written every checkpoint, so no write into a namespace
- * directory races with its removal.
+ * Deletes everything of one checkpoint, each manifest under either name and only while it holds
+ * this checkpoint: its active manifest first (the kubelet stops running the copy), then its
+ * inactive manifest and its versions, and only then its secrets and configmaps of every version
+ * (and their namespace's directory once no other pod's files are in it). No manifest is ever
+ * left without its files: a crash midway leaves at worst files nobody mounts, which a removal
+ * run again (the next purge, or the garbage collection of a checkpoint still tracked) deletes.
+ * Returns the paths that existed and are gone. Removals run after a pass has written every
+ * checkpoint, so no write into a namespace directory races with its removal.
  */
 export async function removeCheckpoint(paths: CheckpointTrees, id: string): Promise<string[]> {
   const p = checkpointPaths(paths, id);
   const removed: string[] = [];
+  removed.push(...await removeManifests(paths.staticPodDir, id));
+  removed.push(...await removeManifests(paths.inactiveDir, id));
+  if (await removeVersionsDir(paths, id) === "removed") removed.push(versionsDir(paths, id));
   for (const dir of [p.secretsDir, p.configmapsDir]) {
     if (await removeTree(dir) === "removed") removed.push(dir);
     if (await removeIfEmpty(dirname(dir)) === "removed") removed.push(dirname(dir));
   }
-  if (await removeVersionsDir(paths, id) === "removed") removed.push(versionsDir(paths, id));
-  removed.push(...await removeManifests(paths.inactiveDir, id));
-  removed.push(...await removeManifests(paths.staticPodDir, id));
   return removed;
 }

@@ -7,7 +7,14 @@
  * Every verb is idempotent: done twice, the second changes nothing and says so.
  */
 import type { Config } from "../config/types.ts";
-import { checkpointPaths, type CheckpointTrees, hostPathsOf } from "../core/checkpoint_layout.ts";
+import {
+  checkpointPaths,
+  type CheckpointTrees,
+  hostPathsOf,
+  podFileDirs,
+  validId,
+  versionsDir,
+} from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import { formatInstant, type Instant } from "../core/time.ts";
 import { pathExists } from "../disk/dirs.ts";
@@ -74,6 +81,28 @@ async function manifestFileOf(trees: CheckpointTrees, id: string): Promise<strin
 }
 
 /**
+ * What a purge works on: the checkpoint's manifest file, or undefined when no manifest is left
+ * but something else of it is (a purge or a removal cut short: its versions, its files, its
+ * status record), which a purge finishes.
+ */
+async function purgeTarget(
+  trees: CheckpointTrees,
+  stores: AgentStores,
+  id: string,
+): Promise<string | undefined> {
+  try {
+    return await manifestFileOf(trees, id);
+  } catch (e) {
+    if (!(e instanceof VerbError) || e.status !== 404) throw e;
+    const { namespace, name } = validId(id);
+    const leftovers = [versionsDir(trees, id), ...podFileDirs(trees, namespace, name)];
+    const exists = await Promise.all(leftovers.map(pathExists));
+    if (stores.peekStatus(id) === undefined && !exists.includes(true)) throw e;
+    return undefined;
+  }
+}
+
+/**
  * Runs one verb. `stores`: the agent's (its memory is the truth of its next pass), or stores
  * opened under the lock by a command. `now` stamps a pin.
  */
@@ -102,13 +131,17 @@ async function applyVerb(
   now: Instant,
 ): Promise<VerbResult> {
   const { id, verb } = request;
-  const file = await manifestFileOf(config, id);
+  const file = verb === "purge"
+    ? await purgeTarget(config, stores, id)
+    : await manifestFileOf(config, id);
   const done = async (changed: boolean, message: string): Promise<VerbResult> => ({
     verb,
     id,
     changed,
     message,
-    ...(verb === "purge" ? {} : { versions: await versionsView(config, id, file) }),
+    ...(file === undefined || verb === "purge"
+      ? {}
+      : { versions: await versionsView(config, id, file) }),
   });
   switch (verb) {
     case "pin": {
@@ -122,7 +155,7 @@ async function applyVerb(
       return await done(removed, removed ? "unpinned" : "was not pinned");
     }
     case "rollback":
-      return await rollback(config, id, file, request.to, now, done);
+      return await rollback(config, id, file!, request.to, now, done);
     case "purge": {
       const active = await activeManifestFile(config, id);
       if (active !== undefined && !request.force) {
@@ -135,9 +168,12 @@ async function applyVerb(
       await removeCheckpoint(config, id);
       stores.forgetStatus(id);
       await stores.record();
+      const what = file === undefined
+        ? "what an interrupted purge or removal left (no manifest) removed"
+        : `purged${active !== undefined ? " (its active copy withdrawn)" : ""}`;
       return await done(
         true,
-        `purged${active !== undefined ? " (its active copy withdrawn)" : ""}; ` +
+        `${what}; ` +
           "a parent still asking to be checkpointed gets a new first version on the next pass",
       );
     }

@@ -17,6 +17,7 @@ import {
   renderManifest,
   writeInactiveManifest,
 } from "../../lib/disk/manifests.ts";
+import { pathExists } from "../../lib/disk/dirs.ts";
 import { checkpoint, pod } from "../helpers/pods.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 import { type Tmpfs, TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
@@ -341,7 +342,7 @@ Deno.test("writes refuse a file at their name that holds anything else", async (
   });
 });
 
-Deno.test("remove deletes the pod's files, then the inactive manifest, the active one last", async () => {
+Deno.test("remove deletes the active manifest, then the inactive one, the pod's files last", async () => {
   await withTempDir(async (dir) => {
     const paths = pathsIn(dir);
     const id = "kube-system/kube-apiserver", file = manifestFileName(id);
@@ -366,11 +367,11 @@ Deno.test("remove deletes the pod's files, then the inactive manifest, the activ
     );
 
     assertEquals(await removeCheckpoint(paths, id), [
+      p.activeManifest,
+      p.inactiveManifest,
       p.secretsDir,
       p.configmapsDir,
       configmapsNamespace,
-      p.inactiveManifest,
-      p.activeManifest,
     ]);
     assert((await Deno.stat(paths.configmapsDir)).isDirectory);
     assertEquals([...await snapshotFiles(dir)], untouched);
@@ -380,7 +381,7 @@ Deno.test("remove deletes the pod's files, then the inactive manifest, the activ
 });
 
 Deno.test(
-  "a failed step of a removal leaves the active manifest in place",
+  "a failed step of a removal never leaves a manifest without its files",
   { ignore: TMPFS_UNAVAILABLE !== undefined },
   async () => {
     await withOneOnTmpfs("inactiveDir", async (paths, fs) => {
@@ -388,10 +389,14 @@ Deno.test(
       const p = checkpointPaths(paths, id, file);
       await writeInactiveManifest(paths, checkpoint(id), file);
       await activateCheckpoint(paths, id, file);
+      await Deno.mkdir(`${p.secretsDir}/tls`, { recursive: true });
+      await Deno.writeTextFile(`${p.secretsDir}/tls/tls.key`, "key");
       // The inactive manifest cannot be deleted: its file system turned read-only.
       await fs.readOnly(true);
       await rejects(removeCheckpoint(paths, id), /Read-only file system/);
-      assertEquals(await Deno.readTextFile(p.activeManifest), renderManifest(checkpoint(id)));
+      assertEquals(await pathExists(p.activeManifest), false, "the copy is withdrawn first");
+      assertEquals(await Deno.readTextFile(p.inactiveManifest), renderManifest(checkpoint(id)));
+      assertEquals(await Deno.readTextFile(`${p.secretsDir}/tls/tls.key`), "key");
     });
   },
 );
