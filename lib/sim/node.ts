@@ -306,6 +306,29 @@ export class SimNode {
     return pod;
   }
 
+  /**
+   * A new spec for a parent, as a DaemonSet rolls it out: the pod is deleted and its controller
+   * creates one of a new name (its `generateName` and a new suffix) and a new uid, with the same
+   * controller ownerReference and `change` applied; the kubelet kills the old pod and starts the
+   * new one. Returns the new pod.
+   */
+  async replaceParent(id: string, change: (pod: Pod) => Pod): Promise<Pod> {
+    const old = this.#parents.get(id);
+    if (!old) throw new Error(`no parent ${id}`);
+    const changed = change(structuredClone(old));
+    const rollout = String(++this.#rollouts);
+    const { generateName } = old.metadata;
+    const prefix = typeof generateName === "string" ? generateName : `${old.metadata.name}-`;
+    const name = `${prefix}r${rollout.padStart(4, "0")}`;
+    const uid = `${uidOf(old).slice(0, 24)}${rollout.padStart(12, "0")}`;
+    const pod: Pod = { ...changed, metadata: { ...changed.metadata, name, uid } };
+    delete pod.status;
+    this.#parents.delete(id);
+    this.#parents.set(podId(pod), pod);
+    await this.sync();
+    return pod;
+  }
+
   /** From now on, a container of this image exits as soon as it starts (a broken image). */
   breakImage(image: string) {
     this.#brokenImages.add(image);

@@ -7,47 +7,13 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import { hostPathsOf, versionsDir } from "../../lib/core/checkpoint_layout.ts";
-import { asArray, type Json } from "../../lib/core/json.ts";
-import type { Pod } from "../../lib/core/pod.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { pathExists } from "../../lib/disk/dirs.ts";
 import { type AgentOnNode, withAgentOnNode } from "../helpers/agent_on_node.ts";
+import { containerOf, POLL_MS, promotionTime, readPod, runFor } from "../helpers/promotion.ts";
 
 const ID = "kube-system/kube-controller-manager-m4t9z";
 const FILE = "kube-system-kube-controller-manager-m4t9z.json";
-const POLL_MS = 5_000;
-
-function containerOf(pod: Pod): Json {
-  return asArray((pod.spec as Json).containers)[0];
-}
-
-/** Passes every poll interval for `ms` of both clocks; the kubelet acts every second between. */
-async function runFor(n: AgentOnNode, ms: number, each?: (atMs: number) => void) {
-  for (let at = POLL_MS; at <= ms; at += POLL_MS) {
-    n.clock.advance(POLL_MS);
-    await n.node.advance(POLL_MS);
-    const report = await n.pass();
-    assertEquals(report.errors, []);
-    each?.(at);
-  }
-}
-
-/** Passes for two minutes after a change; when the first promotion was logged, if one was. */
-async function promotionTime(n: AgentOnNode): Promise<number | undefined> {
-  const before = n.log.find("candidate promoted").length;
-  let promotedAtMs: number | undefined;
-  await runFor(n, 120_000, (at) => {
-    if (promotedAtMs === undefined && n.log.find("candidate promoted").length > before) {
-      promotedAtMs = at;
-    }
-  });
-  return promotedAtMs;
-}
-
-async function readPod(path: string): Promise<Pod> {
-  return JSON.parse(await Deno.readTextFile(path));
-}
-
 /** The agent with promoteAfter 60 s, after the pass that took the first checkpoints. */
 function afterFirstPass(
   fn: (n: AgentOnNode, c: Config, inactive: string, first: string) => Promise<void>,
