@@ -139,7 +139,8 @@ export function volumeDir(
 /**
  * A checkpoint's versions, beside the inactive manifests (a dot-named directory, which neither
  * the kubelet nor the agent's reader of manifest dirs opens): `<n>.json` the manifest of each
- * version kept, CANDIDATE_FILE the spec waiting to be promoted, PIN_FILE while it is pinned.
+ * version kept and `<n>.origin.json` what it was made from (originFileName), CANDIDATE_FILE the
+ * spec waiting to be promoted, PIN_FILE while it is pinned.
  */
 export function versionsDir(trees: Pick<CheckpointTrees, "inactiveDir">, id: string): string {
   return join(trees.inactiveDir, ".versions", unambiguousManifestFileName(id).slice(0, -5));
@@ -148,6 +149,14 @@ export function versionsDir(trees: Pick<CheckpointTrees, "inactiveDir">, id: str
 /** The file of version n's manifest in versionsDir. */
 export function versionFileName(version: number): string {
   return `${version}.json`;
+}
+
+/**
+ * The file in versionsDir of what version n was made from (its origin: the parent, when, and
+ * the predecessor it was inherited from, if it was; docs/design.md#lineage).
+ */
+export function originFileName(version: number): string {
+  return `${version}.origin.json`;
 }
 
 /** The version a file in versionsDir holds the manifest of, if it is one. */

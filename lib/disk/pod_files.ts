@@ -61,11 +61,16 @@ function unsafeDir(dir: string): boolean {
 
 type Desired = { files: Map<string, Uint8Array>; refused: string[] } | { skip: string };
 
+/** A downward-API file, rendered by the sanitizer. */
+function literalFile(source: Extract<FileSource, { kind: "literal" }>): [string, Uint8Array] {
+  return [source.path, new TextEncoder().encode(source.content)];
+}
+
 function sourceFiles(
   source: FileSource,
   objects: ObjectData,
 ): [string, Uint8Array][] | { skip: string } {
-  if (source.kind === "literal") return [[source.path, new TextEncoder().encode(source.content)]];
+  if (source.kind === "literal") return [literalFile(source)];
   const key = objectKey(source.kind, source.name);
   const data = objects.get(key);
   if (data === undefined) return { skip: `${key} could not be fetched; files kept as they are` };
@@ -177,6 +182,13 @@ async function writeVolume(
   }
 }
 
+function checkedSummary(owner: FileOwner): VolumeWriteSummary {
+  for (const id of [owner.uid, owner.gid]) {
+    if (!Number.isSafeInteger(id) || id < 0) throw new RangeError(`invalid file owner id ${id}`);
+  }
+  return { written: 0, unchanged: 0, removed: 0, bytesWritten: 0, skipped: [] };
+}
+
 /**
  * Brings every volume directory to what the fetched objects say: files and directories with the
  * modes of checkpoint_layout.ts, owned by `owner`, only changed files written, files no longer wanted removed. An I/O
@@ -187,16 +199,7 @@ export async function writeVolumeFiles(
   objects: ObjectData,
   owner: FileOwner,
 ): Promise<VolumeWriteSummary> {
-  for (const id of [owner.uid, owner.gid]) {
-    if (!Number.isSafeInteger(id) || id < 0) throw new RangeError(`invalid file owner id ${id}`);
-  }
-  const summary: VolumeWriteSummary = {
-    written: 0,
-    unchanged: 0,
-    removed: 0,
-    bytesWritten: 0,
-    skipped: [],
-  };
+  const summary = checkedSummary(owner);
   for (const volume of volumes) {
     const desired = desiredFiles(volume, objects);
     if ("skip" in desired) {
@@ -205,6 +208,56 @@ export async function writeVolumeFiles(
     }
     for (const reason of desired.refused) summary.skipped.push({ volume: volume.volume, reason });
     await writeVolume(volume.dir, desired.files, owner, summary);
+  }
+  return summary;
+}
+
+/**
+ * The regular files under `dir`, by path relative to it; undefined when it does not exist.
+ * Symlinks and leftover temp files are not copied.
+ */
+async function readVolumeDir(dir: string): Promise<Map<string, Uint8Array> | undefined> {
+  const files = new Map<string, Uint8Array>();
+  const walk = async (at: string, prefix: string) => {
+    for await (const entry of Deno.readDir(at)) {
+      const rel = `${prefix}${entry.name}`;
+      if (unsafePath(rel) !== undefined) continue;
+      if (entry.isDirectory) await walk(join(at, entry.name), `${rel}/`);
+      else if (entry.isFile) files.set(rel, await Deno.readFile(join(at, entry.name)));
+    }
+  };
+  try {
+    await walk(dir, "");
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    throw e;
+  }
+  return files;
+}
+
+/**
+ * Brings every volume directory to what another version holds for the same volume
+ * (`from(volume.dir)`), its downward-API files rendered anew from `volumes`: the files of an
+ * inherited version (docs/design.md#lineage), copies of its predecessor's, which it never
+ * mounts. A volume the other version has no directory for is skipped.
+ */
+export async function copyVolumeFiles(
+  volumes: VolumeFiles[],
+  from: (dir: string) => string,
+  owner: FileOwner,
+): Promise<VolumeWriteSummary> {
+  const summary = checkedSummary(owner);
+  for (const volume of volumes) {
+    const source = from(volume.dir);
+    const files = unsafeDir(volume.dir) ? undefined : await readVolumeDir(source);
+    if (!files) {
+      summary.skipped.push({ volume: volume.volume, reason: `nothing to copy at ${source}` });
+      continue;
+    }
+    for (const source of volume.sources) {
+      if (source.kind === "literal") files.set(...literalFile(source));
+    }
+    await writeVolume(volume.dir, files, owner, summary);
   }
   return summary;
 }

@@ -20,6 +20,7 @@ import {
   DIR_MODE,
   FIRST_VERSION,
   MANIFEST_MODE,
+  originFileName,
   PIN_FILE,
   podFileDirs,
   validId,
@@ -43,6 +44,19 @@ const CandidateSchema = z.object({
   manifest: PodSchema,
 });
 export type StoredCandidate = z.infer<typeof CandidateSchema>;
+
+const OriginSchema = z.object({
+  /** When this node made the version (or learnt what it was made from). */
+  madeAt: z.string(),
+  /** The predecessor's version it was inherited from (lib/core/lineage.ts). */
+  inheritedFrom: z.object({
+    id: z.string(),
+    version: z.number().int().min(FIRST_VERSION),
+  }).optional(),
+  /** The parent it was made from, in its own identity, without status (originParent). */
+  parent: PodSchema,
+});
+export type StoredOrigin = z.infer<typeof OriginSchema>;
 
 const PinSchema = z.object({ pinnedAt: z.string() });
 export type StoredPin = z.infer<typeof PinSchema>;
@@ -149,6 +163,34 @@ export function writeVersionManifest(
   return writeIntoVersionsDir(trees, id, versionFileName(version), text);
 }
 
+/** What version `version` was made from; undefined when unknown (made before origins were kept). */
+export async function readOrigin(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+  version: number,
+): Promise<StoredOrigin | undefined> {
+  return await readJsonFile(
+    join(versionsDir(trees, id), originFileName(version)),
+    OriginSchema,
+    [],
+  );
+}
+
+/** Stores what version `version` was made from: before its manifest, so that both are there. */
+export function writeOrigin(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+  version: number,
+  origin: StoredOrigin,
+): Promise<WriteOutcome> {
+  return writeIntoVersionsDir(
+    trees,
+    id,
+    originFileName(version),
+    `${JSON.stringify(origin, null, 2)}\n`,
+  );
+}
+
 export function writeCandidate(
   trees: Pick<CheckpointTrees, "inactiveDir">,
   id: string,
@@ -218,6 +260,7 @@ export async function pruneVersions(
   for (const { version } of stored.versions) {
     if (version === opts.kept || newest.includes(version)) continue;
     await removeDurably(join(dir, versionFileName(version)));
+    await removeDurably(join(dir, originFileName(version)));
     removed.push(version);
   }
   const mounted = new Set<number>();
@@ -268,6 +311,8 @@ export interface VersionsView {
   kept?: number;
   /** Every version kept, ascending. */
   versions: number[];
+  /** The predecessor's version the one in place was inherited from (docs/design.md#lineage). */
+  inheritedFrom?: StoredOrigin["inheritedFrom"];
   pinned?: StoredPin;
   candidate?: Omit<StoredCandidate, "manifest">;
   problems?: string[];
@@ -290,9 +335,13 @@ export async function versionsView(
     readStoredVersions(trees, id),
   ]);
   const kept = text === undefined ? undefined : keptVersionOf(stored, text);
+  const inheritedFrom = kept === undefined
+    ? undefined
+    : (await readOrigin(trees, id, kept))?.inheritedFrom;
   return {
     ...(kept !== undefined ? { kept } : {}),
     versions: stored.versions.map((v) => v.version),
+    ...(inheritedFrom ? { inheritedFrom } : {}),
     ...(stored.pinned ? { pinned: stored.pinned } : {}),
     ...(stored.candidate ? { candidate: withoutManifest(stored.candidate) } : {}),
     ...(stored.problems.length > 0 ? { problems: stored.problems } : {}),

@@ -16,6 +16,7 @@ import { parseValidId } from "../core/ids.ts";
 import type { ManifestNames } from "../core/manifest_names.ts";
 import type { PassResult } from "../core/pass.ts";
 import type { Pod } from "../core/pod.ts";
+import { findPredecessor, inheritedParent, originParent } from "../core/lineage.ts";
 import {
   type Candidate,
   decidePromotion,
@@ -31,13 +32,19 @@ import {
   nextVersion,
   pruneVersions,
   readKept,
+  readOrigin,
+  readStoredVersions,
   removeCandidate,
   type StoredCandidate,
+  type StoredOrigin,
   type StoredVersions,
   writeCandidate,
+  writeOrigin,
+  writePin,
   writeVersionManifest,
 } from "../disk/versions.ts";
 import {
+  copyVolumeFiles,
   type ObjectData,
   objectKey,
   removeStaleVolumeDirs,
@@ -47,6 +54,7 @@ import { VerifiedFiles } from "../disk/verified_files.ts";
 import type { ApiServerClient } from "../sources/apiserver.ts";
 import type { FailureKind } from "../sources/types.ts";
 import type { Logger } from "../util/log.ts";
+import { type Lineage, sameDirIn, versionsInPlace } from "./lineage.ts";
 import type { Observation } from "./observe.ts";
 import type { PassReport } from "./report.ts";
 import type { SourceFailureLog } from "./source_failures.ts";
@@ -86,9 +94,10 @@ function toStored(candidate: Candidate): StoredCandidate {
 }
 
 /**
- * The number a first version gets: the newest version stored when it is this very spec (a first
- * checkpoint whose inactive manifest could not be written, on a full disk, is tried again as
- * the same version, not as a new one each pass), else the next.
+ * The number a first version (made from `parent`) gets: the newest version stored when it is
+ * this very spec (a first checkpoint whose inactive manifest could not be written, on a full
+ * disk, or an inheritance cut short, is tried again as the same version, not as a new one each
+ * pass), else the next.
  */
 function firstVersion(parent: Pod, dirs: Config, stored: StoredVersions): number {
   const newest = stored.versions.at(-1);
@@ -98,6 +107,15 @@ function firstVersion(parent: Pod, dirs: Config, stored: StoredVersions): number
     return newest.version;
   }
   return nextVersion(stored, undefined);
+}
+
+/** The first version's origin: the parent it is made from, now. */
+function originNow(parent: Pod, now: Instant, inheritedFrom?: StoredOrigin["inheritedFrom"]) {
+  return {
+    madeAt: formatInstant(now),
+    ...(inheritedFrom ? { inheritedFrom } : {}),
+    parent: originParent(parent),
+  };
 }
 
 /** What one pass's refresh of secrets and configmaps has learnt so far. */
@@ -133,6 +151,8 @@ interface Work {
   apiAvailable: boolean;
   refresh: Refresh;
   out: Outcome;
+  /** Whose heir it might be: the checkpoints tracked this pass. */
+  lineage: Lineage;
 }
 
 /** A candidate as this process watches it, with why it waits. */
@@ -190,6 +210,11 @@ export class CheckpointWriter {
       checkpointPaths(this.#paths, id, file).inactiveManifest;
     const refresh: Refresh = { apiUnavailable: false };
     const running = new Set(obs.running.map((r) => r.uid));
+    const lineage: Lineage = {
+      tracked: [...result.tracked.keys()],
+      parents: result.parents,
+      names,
+    };
     await writes.forEachCheckpoint(report, ids, async (id, out) => {
       const parent = result.parents.get(id)!;
       await writes.attempt(out, "checkpoint", id, async () => {
@@ -211,7 +236,18 @@ export class CheckpointWriter {
           !refreshDue && !this.#candidates.has(id) &&
           this.#checkedManifests.unchanged(manifest, parentJson)
         ) return;
-        const work: Work = { id, parent, file, owner, now, refreshDue, apiAvailable, refresh, out };
+        const work: Work = {
+          id,
+          parent,
+          file,
+          owner,
+          now,
+          refreshDue,
+          apiAvailable,
+          refresh,
+          out,
+          lineage,
+        };
         const ready = parentReadiness(parent, {
           running: parent.metadata.uid !== undefined && running.has(parent.metadata.uid),
           active: actionOf(result.tracked.get(id)!) === "start",
@@ -245,7 +281,10 @@ export class CheckpointWriter {
   async #checkpoint(work: Work, manifest: string, ready: boolean): Promise<boolean> {
     const { config } = this.#opts;
     const { id, parent } = work;
-    const onDisk = await readKept(this.#paths, id, manifest);
+    let onDisk = await readKept(this.#paths, id, manifest);
+    if (onDisk.kept === undefined && await this.#inherit(work, onDisk.stored)) {
+      onDisk = await readKept(this.#paths, id, manifest);
+    }
     const stored = onDisk.stored;
     const first = onDisk.kept === undefined;
     const keptVersion = onDisk.kept ?? firstVersion(parent, config, stored);
@@ -272,6 +311,7 @@ export class CheckpointWriter {
         // Nothing better to keep: the first version is taken as the parent has it, and its
         // files follow (they may be fetched on a later pass).
         const text = renderManifest(asKept.pod);
+        await writeOrigin(this.#paths, id, keptVersion, originNow(parent, work.now));
         await writeVersionManifest(this.#paths, id, keptVersion, text);
         if (await writeInactiveManifest(this.#paths, asKept.pod, work.file) === "written") {
           this.#opts.writes.applied(work.out, { op: "checkpoint", id });
@@ -283,7 +323,14 @@ export class CheckpointWriter {
         if (this.#candidates.has(id) || stored.candidate) {
           await this.#discard(id, "the parent runs the kept version again");
         }
-        if (work.refreshDue) await this.#refreshFiles(work, asKept, keptVersion, false);
+        if (work.refreshDue) {
+          // What the kept version was made from, once: a version made before origins were
+          // kept learns it from the parent that runs it, so that it can be a predecessor.
+          if (!await readOrigin(this.#paths, id, keptVersion)) {
+            await writeOrigin(this.#paths, id, keptVersion, originNow(parent, work.now));
+          }
+          await this.#refreshFiles(work, asKept, keptVersion, false);
+        }
         return true;
       case "wait":
         await this.#watch(id, decision.candidate, decision.why, stored.candidate);
@@ -377,6 +424,7 @@ export class CheckpointWriter {
       return false;
     }
     this.#refreshedAt.set(id, now);
+    await writeOrigin(this.#paths, id, version, originNow(work.parent, now));
     await writeVersionManifest(this.#paths, id, version, candidate.manifest);
     await writeInactiveManifest(this.#paths, sanitized.pod, work.file);
     this.#candidates.delete(id);
@@ -395,6 +443,60 @@ export class CheckpointWriter {
         ? undefined
         : `${Number(now - candidate.readySince) / 1e9} s`,
       ...(dropped.length > 0 ? { versionsRemoved: dropped } : {}),
+    });
+    return true;
+  }
+
+  /**
+   * A parent with no version in place that has a predecessor (lib/core/lineage.ts) inherits the
+   * predecessor's version in place as its first, re-made for its own identity, in the order of
+   * a promotion (docs/design.md#lineage): the files, copied into its own directories; the pin,
+   * if the predecessor is pinned; what the version was made from; its manifest; the inactive
+   * manifest, the switch. A crash before the switch leaves no version in place, and the next
+   * pass inherits again, as the same version. True when it inherited.
+   */
+  async #inherit(work: Work, stored: StoredVersions): Promise<boolean> {
+    const { config, log, writes } = this.#opts;
+    const { id, parent, now } = work;
+    const { namespace, name } = parent.metadata;
+    const predecessor = findPredecessor(
+      parent,
+      id,
+      await versionsInPlace(this.#paths, parent, id, work.lineage),
+    );
+    if (!predecessor) return false;
+    const heir = inheritedParent(predecessor.parent, parent);
+    const owner = storedFilesOwner(heir);
+    if ("error" in owner) return false;
+    const version = firstVersion(heir, config, stored);
+    const sanitized = sanitizeCheckpoint(heir, config, version);
+    const from = { id: predecessor.id, version: predecessor.version };
+    const files = await copyVolumeFiles(
+      sanitized.volumes,
+      sameDirIn(config, { namespace, name, version }, {
+        name: predecessor.parent.metadata.name,
+        version: predecessor.version,
+      }),
+      owner,
+    );
+    for (const s of files.skipped) log.warn("inherited volume has no files", { id, ...s });
+    const { pinned } = await readStoredVersions(this.#paths, predecessor.id);
+    if (pinned) await writePin(this.#paths, id, pinned);
+    await writeOrigin(this.#paths, id, version, originNow(heir, now, from));
+    await writeVersionManifest(this.#paths, id, version, renderManifest(sanitized.pod));
+    await writeInactiveManifest(this.#paths, sanitized.pod, work.file);
+    this.#refreshedAt.set(id, now);
+    writes.applied(work.out, {
+      op: "inherit",
+      id,
+      detail: `version ${version} from ${from.id} version ${from.version}`,
+    });
+    log.info("checkpoint inherited from its predecessor", {
+      id,
+      version,
+      from: from.id,
+      fromVersion: from.version,
+      ...(pinned ? { pinned: pinned.pinnedAt } : {}),
     });
     return true;
   }

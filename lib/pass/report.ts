@@ -14,6 +14,7 @@ export interface AppliedAction {
   op:
     | "checkpoint"
     | "promote"
+    | "inherit"
     | "files"
     | "start"
     | "stop"
