@@ -241,7 +241,7 @@ export function parseManifestText(text: string): Pod | undefined {
 
 /**
  * Keeps the `keep` newest versions and the kept one (`kept`), and removes the manifests of the
- * others, then every version's stored files that no manifest left mounts: those of the
+ * others (and what each was made from), then every version's stored files that no manifest left mounts: those of the
  * remaining versions and `inUse` (the texts of the manifests in both manifest dirs). Manifests
  * go first, so a crash midway leaves files nobody names, removed on the next prune, never a
  * manifest without its files. Leftover temp files of the versions directory go too. Returns

@@ -4,6 +4,7 @@ import type { Pod } from "../../lib/core/pod.ts";
 import { storedFilesOwner } from "../../lib/core/checkpoint_layout.ts";
 import { sanitizeCheckpoint, type VolumeFiles } from "../../lib/core/sanitize.ts";
 import {
+  copyVolumeFiles,
   type ObjectData,
   objectKey,
   removeStaleVolumeDirs,
@@ -432,5 +433,44 @@ Deno.test("directories of volumes the pod no longer has are removed, current one
       "ns/pod-2/x/f",
     ]);
     assertEquals(await removeStaleVolumeDirs([...pod, `${root}/absent`], now), []);
+  });
+});
+
+Deno.test("copyVolumeFiles: another version's files, downward-API files rendered anew", async () => {
+  await withTempDir(async (root) => {
+    const from = `${root}/old`, to = `${root}/new`;
+    const volumes = [
+      volume("tls", `${to}/tls`, [{ kind: "secret", name: "tls", optional: false }]),
+      volume("info", `${to}/_volumes/info`, [
+        { kind: "configMap", name: "ca", optional: false },
+        { kind: "literal", path: "name", content: "new-pod" },
+      ]),
+      volume("gone", `${to}/gone`, [{ kind: "secret", name: "gone", optional: false }]),
+    ];
+    await Deno.mkdir(`${from}/tls/sub`, { recursive: true });
+    await Deno.writeTextFile(`${from}/tls/tls.key`, "KEY");
+    await Deno.writeTextFile(`${from}/tls/sub/ca.crt`, "CA");
+    await Deno.symlink("/etc/passwd", `${from}/tls/link`);
+    await Deno.writeTextFile(`${from}/tls/.tls.key.ckpt-tmp-0a1b`, "torn");
+    await Deno.mkdir(`${from}/_volumes/info`, { recursive: true });
+    await Deno.writeTextFile(`${from}/_volumes/info/ca.crt`, "CA");
+    await Deno.writeTextFile(`${from}/_volumes/info/name`, "old-pod");
+    // Left over in the new directory from an earlier try: not in the old version, so removed.
+    await Deno.mkdir(`${to}/tls`, { recursive: true });
+    await Deno.writeTextFile(`${to}/tls/stale`, "x");
+
+    const summary = await copyVolumeFiles(volumes, (d) => d.replace(to, from), OWNER);
+    assertEquals(summary.skipped, [{ volume: "gone", reason: `nothing to copy at ${from}/gone` }]);
+    const copied = await tree(to);
+    assertEquals(copied["tls/tls.key"], file("KEY"));
+    assertEquals(copied["tls/sub/ca.crt"], file("CA"));
+    assertEquals(copied["tls/sub"], dir());
+    assertEquals(copied["_volumes/info/ca.crt"], file("CA"));
+    assertEquals(copied["_volumes/info/name"], file("new-pod"));
+    assertEquals(
+      Object.keys(copied).filter((p) => /link|stale|ckpt-tmp|gone/.test(p)),
+      [],
+    );
+    assertEquals(await Deno.readTextFile(`${from}/_volumes/info/name`), "old-pod");
   });
 });

@@ -19,12 +19,15 @@ import {
   nextVersion,
   pruneVersions,
   readKept,
+  readOrigin,
   readStoredVersions,
+  writeOrigin,
   writeVersionManifest,
 } from "../../lib/disk/versions.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const ID = "kube-system/kcm";
+const PARENT: Pod = { metadata: { namespace: "kube-system", name: "kcm", uid: "u" } };
 
 function trees(root: string): CheckpointTrees {
   return {
@@ -115,6 +118,7 @@ Deno.test("pruneVersions: the newest N and the kept one stay; files go only when
   await withTempDir(async (root) => {
     const t = trees(root);
     for (const v of [1, 2, 3, 4]) {
+      await writeOrigin(t, ID, v, { madeAt: `2026-12-01T10:00:0${v}Z`, parent: PARENT });
       await writeVersionManifest(t, ID, v, manifest(t, v, `--v${v}`));
       await storeFiles(t, v);
     }
@@ -129,6 +133,9 @@ Deno.test("pruneVersions: the newest N and the kept one stay; files go only when
     });
     assertEquals(removed, [1]);
     assertEquals((await readStoredVersions(t, ID)).versions.map((v) => v.version), [2, 3, 4]);
+    // What a version was made from goes with it.
+    assertEquals(await readOrigin(t, ID, 1), undefined);
+    assertEquals((await readOrigin(t, ID, 2))?.madeAt, "2026-12-01T10:00:02Z");
     const stored = async (v: number) =>
       await pathExists(versionRoot(t.secretsDir, "kube-system", "kcm", v) + "/secret/key");
     assertEquals(
