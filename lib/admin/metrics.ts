@@ -59,6 +59,7 @@ export class AdminMetrics {
   readonly #bytesWritten: Counter;
   readonly #promotions: Counter;
   readonly #rollbacks: Counter;
+  readonly #inheritances: Counter;
 
   /** Registers the metrics and subscribes to the daemon's passes. */
   constructor(daemon: Daemon) {
@@ -109,6 +110,12 @@ export class AdminMetrics {
     this.#promotions = new Counter({
       name: `${PREFIX}promotions_total`,
       help: "Candidates promoted: a parent's new spec made the checkpoint's kept version.",
+      registers,
+    });
+    this.#inheritances = new Counter({
+      name: `${PREFIX}inheritances_total`,
+      help: "New parents (a DaemonSet rollout's new pod) that inherited their predecessor's " +
+        "version in place as their first checkpoint.",
       registers,
     });
     this.#rollbacks = new Counter({
@@ -257,6 +264,7 @@ export class AdminMetrics {
     for (const error of report.errors) this.#writeErrors.inc({ op: error.op });
     this.#bytesWritten.inc(report.bytesWritten);
     this.#promotions.inc(report.applied.filter((a) => a.op === "promote").length);
+    this.#inheritances.inc(report.applied.filter((a) => a.op === "inherit").length);
   }
 
   /** Counts an operator's rollback that changed the kept version. */

@@ -26,6 +26,7 @@ const AgentCheckpointsSchema = z.object({
     versions: z.looseObject({
       kept: z.number().optional(),
       versions: z.array(z.number()),
+      inheritedFrom: z.looseObject({ id: z.string(), version: z.number() }).optional(),
       pinned: z.looseObject({ pinnedAt: z.string() }).optional(),
       candidate: z.looseObject({
         version: z.number(),
@@ -101,10 +102,15 @@ export async function listCheckpoints(config: Config): Promise<Listing> {
   return typeof answer === "string" ? await readStateDir(config, answer) : answer;
 }
 
-/** The version in place, and whether it is pinned: `2 pinned`. */
+/**
+ * The version in place, whether it is pinned, and the predecessor's version it was inherited
+ * from: `1 pinned (from kube-system/kube-apiserver-7x2kq v2)`.
+ */
 function versionText(versions: Row["versions"]): string {
   if (versions?.kept === undefined) return "-";
-  return `${versions.kept}${versions.pinned ? " pinned" : ""}`;
+  const from = versions.inheritedFrom;
+  return `${versions.kept}${versions.pinned ? " pinned" : ""}` +
+    (from ? ` (from ${from.id} v${from.version})` : "");
 }
 
 /** The candidate and since when it was seen, and why it waits when the agent says. */

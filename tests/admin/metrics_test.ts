@@ -46,6 +46,7 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       ckpt_agent_bytes_written_total: "counter",
       ckpt_agent_promotions_total: "counter",
       ckpt_agent_rollbacks_total: "counter",
+      ckpt_agent_inheritances_total: "counter",
       ckpt_agent_candidates_waiting: "gauge",
       ckpt_agent_checkpoints: "gauge",
       ckpt_agent_sandbox_checkpoints: "gauge",
@@ -81,7 +82,14 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
     }
     assertEquals(m.get("ckpt_agent_state_transitions_total")!.samples, []);
     assertEquals(sampleValue(m, "ckpt_agent_stalled_checkpoints"), 0);
-    for (const name of ["promotions_total", "rollbacks_total", "candidates_waiting"]) {
+    for (
+      const name of [
+        "promotions_total",
+        "rollbacks_total",
+        "inheritances_total",
+        "candidates_waiting",
+      ]
+    ) {
       assertEquals(sampleValue(m, `ckpt_agent_${name}`), 0, name);
     }
     assert(sampleValue(m, "process_resident_memory_bytes")! > 0);

@@ -17,6 +17,7 @@ import {
 import { asArray } from "../../lib/core/json.ts";
 import { CHECKPOINT_OF_ANNOTATION, type Pod, podId } from "../../lib/core/pod.ts";
 import type { Config } from "../../lib/config/types.ts";
+import { formatListing, listCheckpoints } from "../../lib/commands/status.ts";
 import { pathExists } from "../../lib/disk/dirs.ts";
 import { versionsView } from "../../lib/disk/versions.ts";
 import { type AgentOnNode, withAgentOnNode } from "../helpers/agent_on_node.ts";
@@ -122,6 +123,8 @@ Deno.test("a DaemonSet rollout that never becomes Ready keeps the old spec, and 
     const view = await versionsView(c, ID, manifestFileName(ID));
     assertEquals(view.kept, 1);
     assertEquals(view.inheritedFrom, { id: OLD, version: 1 });
+    const listing = formatListing(await listCheckpoints(c));
+    assert(listing.includes(`1 (from ${OLD} v1)`), listing);
     // The old pod's checkpoint went after its grace period, as before: the new one needs none
     // of its files.
     assertEquals(await pathExists(join(c.inactiveDir, manifestFileName(OLD))), false);
