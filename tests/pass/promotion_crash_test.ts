@@ -16,55 +16,12 @@ import type { Pod } from "../../lib/core/pod.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { TEMP_MARKER } from "../../lib/disk/atomic_write.ts";
 import { SimNode } from "../../lib/sim/node.ts";
+import { runChild } from "../helpers/crash_child.ts";
 
 const KILLS = Number(Deno.env.get("CKPT_PROMOTION_KILLS") ?? "12");
 const CHILD = new URL("./promotion_crash_child.ts", import.meta.url).pathname;
 const ID = "kube-system/kube-controller-manager-m4t9z";
 const FILE = "kube-system-kube-controller-manager-m4t9z.json";
-
-/**
- * One pass in a child process, killed at a random moment within `killWithinMs` of its being
- * ready (never, when undefined); how long the pass took when it finished.
- */
-async function runChild(
-  config: string,
-  killWithinMs?: number,
-): Promise<{ finished: boolean; out: string; passMs: number }> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", "--quiet", CHILD, config],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let out = "";
-  let markReady!: () => void;
-  const ready = new Promise<void>((resolve) => markReady = resolve);
-  let readyAt = 0, doneAt = 0;
-  const reading = (async () => {
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      out += chunk;
-      if (out.includes("ready\n") && readyAt === 0) {
-        readyAt = performance.now();
-        markReady();
-      }
-      if (out.includes("done ") && doneAt === 0) doneAt = performance.now();
-    }
-  })();
-  const stderr = new Response(child.stderr).text();
-  const first = await Promise.race([ready.then(() => "ready"), child.status.then(() => "exited")]);
-  if (first === "ready" && killWithinMs !== undefined) {
-    await new Promise((resolve) => setTimeout(resolve, Math.random() * killWithinMs));
-    try {
-      child.kill("SIGKILL");
-    } catch {
-      // Finished already.
-    }
-  }
-  await child.status;
-  await reading;
-  assert(out.includes("ready\n"), `the child never got ready: ${await stderr}`);
-  return { finished: out.includes("done "), out, passMs: doneAt - readyAt };
-}
 
 function generationOf(pod: Pod): string {
   const command = asArray((pod.spec as Json).containers)[0].command as string[];
@@ -122,16 +79,16 @@ Deno.test(`promotion survives ${KILLS} SIGKILLs: the manifest in place and every
       });
     };
     await spec(0);
-    assert((await runChild(config)).finished, "the first checkpoint");
+    assert((await runChild(CHILD, [config])).finished, "the first checkpoint");
     // How long a pass that promotes takes here: the kills land anywhere within it.
     await spec(1);
-    const timed = await runChild(config);
+    const timed = await runChild(CHILD, [config]);
     assert(timed.out.includes("done []"), timed.out);
     const killWithinMs = timed.passMs * 1.2;
     let kills = 0, finished = 0, promotedBeforeKill = 0;
     for (let generation = 2; kills < KILLS; generation++) {
       await spec(generation);
-      const run = await runChild(config, killWithinMs);
+      const run = await runChild(CHILD, [config], killWithinMs);
       if (run.finished) finished++;
       else kills++;
       const inPlace = generationOf(JSON.parse(await Deno.readTextFile(join(c.inactiveDir, FILE))));
@@ -141,7 +98,7 @@ Deno.test(`promotion survives ${KILLS} SIGKILLs: the manifest in place and every
       assert(generation < KILLS * 20, `only ${kills} of ${generation} runs were killed`);
     }
     // A last process finishes whatever the last kill cut short.
-    const last = await runChild(config);
+    const last = await runChild(CHILD, [config]);
     assert(last.out.includes("done []"), last.out);
     await assertAllWhole(c, "at the end");
     console.log(`${kills} kills, ${finished} passes finished, ${promotedBeforeKill} in place`);
