@@ -4,15 +4,24 @@
  * spec. After every kill, the checkpoint's inactive manifest and every version kept must each be
  * whole and mount files of their own generation, all present: never a manifest without its
  * files, never files of another version. The next process finishes or redoes what was cut.
+ * The same for inheritance: a DaemonSet rollout's new pod, its pass killed, has no version yet
+ * or a whole one inherited from its predecessor, mounting copies of its own.
  *
  * The normal run kills 12 times; any count is
  * `CKPT_PROMOTION_KILLS=N deno test --allow-all tests/pass/promotion_crash_test.ts`.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import { hostPathsOf, versionOfFileName, versionsDir } from "../../lib/core/checkpoint_layout.ts";
+import {
+  checkpointPaths,
+  hostPathsOf,
+  manifestFileName,
+  versionOfFileName,
+  versionsDir,
+} from "../../lib/core/checkpoint_layout.ts";
 import { asArray, type Json } from "../../lib/core/json.ts";
-import type { Pod } from "../../lib/core/pod.ts";
+import { type Pod, podId } from "../../lib/core/pod.ts";
+import { pathExists } from "../../lib/disk/dirs.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { TEMP_MARKER } from "../../lib/disk/atomic_write.ts";
 import { SimNode } from "../../lib/sim/node.ts";
@@ -47,16 +56,38 @@ async function assertWhole(text: string, secretsDir: string, what: string) {
   }
 }
 
-/** The manifest in place and every version kept. */
-async function assertAllWhole(c: Config, when: string) {
-  const inactive = await Deno.readTextFile(join(c.inactiveDir, FILE));
-  await assertWhole(inactive, c.secretsDir, `${when}: in place`);
-  const dir = versionsDir(c, ID);
+/** The manifest in place and every version kept, each mounting `id`'s own files only. */
+async function assertAllWhole(c: Config, when: string, id = ID) {
+  const inactive = await Deno.readTextFile(join(c.inactiveDir, manifestFileName(id)));
+  const own = `${checkpointPaths(c, id).secretsDir}/`;
+  const texts = [inactive];
+  const dir = versionsDir(c, id);
   for (const entry of Deno.readDirSync(dir)) {
     if (versionOfFileName(entry.name) === undefined) continue;
-    const text = await Deno.readTextFile(join(dir, entry.name));
-    await assertWhole(text, c.secretsDir, `${when}: ${entry.name}`);
+    texts.push(await Deno.readTextFile(join(dir, entry.name)));
   }
+  for (const [i, text] of texts.entries()) {
+    const what = `${when}: ${i === 0 ? "in place" : `version ${i}`}`;
+    await assertWhole(text, c.secretsDir, what);
+    const dirs = hostPathsOf(JSON.parse(text)).filter((d) => d.startsWith(`${c.secretsDir}/`));
+    assert(dirs.every((d) => d.startsWith(own)), `${what}: ${dirs} are not all ${id}'s`);
+  }
+}
+
+/** The secret of generation `generation`, and the parent `id` rolled out with its flag. */
+function rollOut(node: SimNode, generation: number) {
+  node.apiServer.setSecret("kube-system", "kube-controller-manager", {
+    "ca.crt": "ca\n",
+    "service-account.key": `key of generation ${generation}\n`,
+  });
+  return (pod: Pod) => {
+    const container = asArray((pod.spec as Json).containers)[0];
+    container.command = [
+      ...(container.command as string[]).filter((a) => !a.startsWith("--generation=")),
+      `--generation=${generation}`,
+    ];
+    return pod;
+  };
 }
 
 Deno.test(`promotion survives ${KILLS} SIGKILLs: the manifest in place and every version stay whole`, async () => {
@@ -64,20 +95,7 @@ Deno.test(`promotion survives ${KILLS} SIGKILLs: the manifest in place and every
   try {
     const c = node.config({ promoteAfterMs: 0, checkpointVersions: 2 });
     const config = await node.writeConfigFile({ promoteAfterMs: 0, checkpointVersions: 2 });
-    const spec = async (generation: number) => {
-      node.apiServer.setSecret("kube-system", "kube-controller-manager", {
-        "ca.crt": "ca\n",
-        "service-account.key": `key of generation ${generation}\n`,
-      });
-      await node.updateParent(ID, (pod) => {
-        const container = asArray((pod.spec as Json).containers)[0];
-        container.command = [
-          ...(container.command as string[]).filter((a) => !a.startsWith("--generation=")),
-          `--generation=${generation}`,
-        ];
-        return pod;
-      });
-    };
+    const spec = (generation: number) => node.updateParent(ID, rollOut(node, generation));
     await spec(0);
     assert((await runChild(CHILD, [config])).finished, "the first checkpoint");
     // How long a pass that promotes takes here: the kills land anywhere within it.
@@ -102,6 +120,47 @@ Deno.test(`promotion survives ${KILLS} SIGKILLs: the manifest in place and every
     assert(last.out.includes("done []"), last.out);
     await assertAllWhole(c, "at the end");
     console.log(`${kills} kills, ${finished} passes finished, ${promotedBeforeKill} in place`);
+  } finally {
+    await node.close();
+  }
+});
+
+Deno.test(`inheritance survives ${KILLS} SIGKILLs: no version yet, or a whole one of its own`, async () => {
+  const node = await SimNode.start();
+  try {
+    // Candidates are never promoted in this test: each new pod keeps generation 0's spec.
+    const c = node.config({ checkpointVersions: 2 });
+    const config = await node.writeConfigFile({ checkpointVersions: 2 });
+    await node.updateParent(ID, rollOut(node, 0));
+    assert((await runChild(CHILD, [config])).finished, "the first checkpoint");
+    let current = ID;
+    /** A DaemonSet rollout of generation `generation`: the new pod's id. */
+    const rollout = async (generation: number) => {
+      current = podId(await node.replaceParent(current, rollOut(node, generation)));
+      return current;
+    };
+    const heir = await rollout(1);
+    const timed = await runChild(CHILD, [config]);
+    assert(timed.out.includes("done []"), timed.out);
+    await assertAllWhole(c, "the first inheritance", heir);
+    const killWithinMs = timed.passMs * 1.2;
+    let kills = 0, inheritedBeforeKill = 0;
+    for (let generation = 2; kills < KILLS; generation++) {
+      const id = await rollout(generation);
+      const run = await runChild(CHILD, [config], killWithinMs);
+      if (!run.finished) kills++;
+      if (await pathExists(join(c.inactiveDir, manifestFileName(id)))) {
+        inheritedBeforeKill++;
+        await assertAllWhole(c, `generation ${generation}, cut`, id);
+      }
+      // The next pass inherits, or goes on with what it inherited: generation 0, whole.
+      assert((await runChild(CHILD, [config])).out.includes("done []"));
+      await assertAllWhole(c, `generation ${generation}`, id);
+      const inPlace = await Deno.readTextFile(join(c.inactiveDir, manifestFileName(id)));
+      assertEquals(generationOf(JSON.parse(inPlace)), "0");
+      assert(generation < KILLS * 20, `only ${kills} of ${generation} runs were killed`);
+    }
+    console.log(`${kills} kills, ${inheritedBeforeKill} inherited before the kill`);
   } finally {
     await node.close();
   }
