@@ -27,9 +27,19 @@ function fakePem(kind: string, seed: string): string {
   return `-----BEGIN ${kind}-----\n${body}\n-----END ${kind}-----\n`;
 }
 
+/**
+ * A stable uid of its own for every name: each of the 16 bytes folds in every byte of the name
+ * (FNV-1a), so names alike in their first bytes (`ds-component-0031`, `ds-component-0032`) still
+ * get uids of their own, as distinct objects in a cluster do.
+ */
 function uid(name: string): string {
-  const hex = [...new TextEncoder().encode(name)].map((b) => b.toString(16).padStart(2, "0"))
-    .join("").padEnd(32, "0").slice(0, 32);
+  const bytes = new TextEncoder().encode(name);
+  let hex = "";
+  for (let part = 0; part < 4; part++) {
+    let h = (0x811c9dc5 ^ part) >>> 0;
+    for (const b of bytes) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+    hex += h.toString(16).padStart(8, "0");
+  }
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${
     hex.slice(20, 32)
   }`;
