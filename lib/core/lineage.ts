@@ -35,7 +35,8 @@ export interface VersionInPlace {
 
 /**
  * The predecessor of `heir` among the checkpoints' versions in place: one of another parent in
- * the same namespace whose controller is the heir's (same uid and kind). Of several, the newest
+ * the same namespace whose controller is the heir's (same uid and kind), unless that is a
+ * StatefulSet. Of several, the newest
  * version (the latest `madeAt`), then the smallest id: the same answer on every pass.
  */
 export function findPredecessor(
@@ -44,7 +45,9 @@ export function findPredecessor(
   inPlace: readonly VersionInPlace[],
 ): VersionInPlace | undefined {
   const controller = controllerOf(heir);
-  if (!controller) return undefined;
+  // A StatefulSet keeps its pods' names across rollouts: a pod of a new name is another
+  // replica, with an identity (hostname, claims) of its own, never a replacement.
+  if (!controller || controller.kind === "StatefulSet") return undefined;
   const matches = inPlace.filter((v) => {
     const theirs = controllerOf(v.parent);
     return v.id !== id && v.parent.metadata.namespace === heir.metadata.namespace &&

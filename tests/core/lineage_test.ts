@@ -85,6 +85,12 @@ Deno.test("findPredecessor: every case", () => {
       undefined,
     ],
     [
+      "a StatefulSet's pods are replicas, never replacements",
+      pod("etcd-1", { kind: "StatefulSet", uid: "sts" }),
+      [inPlace("etcd-0", { kind: "StatefulSet", uid: "sts" })],
+      undefined,
+    ],
+    [
       "another namespace",
       heir,
       [inPlace("kube-apiserver-7x2kq", DS, 0n, "kube-public")],
