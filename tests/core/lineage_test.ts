@@ -13,8 +13,8 @@ import {
 import type { Pod } from "../../lib/core/pod.ts";
 import { sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
 
-const S = 1_000_000_000n;
-const T0 = 1_000n * S;
+/** Versions made `madeAtS` seconds after this instant. */
+const MADE = 1_700_000_000_000_000_000n;
 const DS = { kind: "DaemonSet", uid: "ds-apiserver" };
 
 function pod(
@@ -50,7 +50,7 @@ function inPlace(
     id: `${namespace}/${name}`,
     version: 1,
     parent: pod(name, controller, namespace),
-    madeAt: T0 + madeAtS * S,
+    madeAt: MADE + madeAtS * 1_000_000_000n,
   };
 }
 

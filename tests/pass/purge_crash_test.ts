@@ -13,6 +13,7 @@ import { join } from "node:path";
 import {
   checkpointPaths,
   hostPathsOf,
+  manifestFileName,
   versionOfFileName,
   versionsDir,
 } from "../../lib/core/checkpoint_layout.ts";
@@ -27,7 +28,7 @@ import { containerOf } from "../helpers/promotion.ts";
 const KILLS = Number(Deno.env.get("CKPT_PURGE_KILLS") ?? "12");
 const CHILD = new URL("./purge_crash_child.ts", import.meta.url).pathname;
 const ID = "kube-system/kube-controller-manager-m4t9z";
-const FILE = "kube-system-kube-controller-manager-m4t9z.json";
+const FILE = manifestFileName(ID);
 
 /** Every manifest of the checkpoint still on disk, by where it is. */
 async function manifestsLeft(c: Config): Promise<Map<string, string>> {
