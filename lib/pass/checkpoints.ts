@@ -109,7 +109,7 @@ function firstVersion(parent: Pod, dirs: Config, stored: StoredVersions): number
   return nextVersion(stored, undefined);
 }
 
-/** The first version's origin: the parent it is made from, now. */
+/** A version's origin: the parent it is made from, now, and any predecessor's version. */
 function originNow(parent: Pod, now: Instant, inheritedFrom?: StoredOrigin["inheritedFrom"]) {
   return {
     madeAt: formatInstant(now),
@@ -479,7 +479,25 @@ export class CheckpointWriter {
       }),
       owner,
     );
-    for (const s of files.skipped) log.warn("inherited volume has no files", { id, ...s });
+    // What the predecessor has no files for is fetched, as a first version's files are: a copy
+    // that mounts nothing there would not start either.
+    const missing = sanitized.volumes.filter((v) =>
+      files.skipped.some((s) => s.volume === v.volume)
+    );
+    const left = new Set(missing.map((v) => v.volume));
+    if (missing.length > 0 && work.apiAvailable) {
+      const objects = await this.#fetchObjects(namespace, missing, work.refresh);
+      const fetched = await writeVolumeFiles(missing, objects.data, owner);
+      left.clear();
+      for (const s of fetched.skipped) left.add(s.volume);
+    }
+    for (const s of files.skipped) {
+      log.warn("the predecessor has no files for an inherited volume", {
+        id,
+        ...s,
+        fetched: !left.has(s.volume),
+      });
+    }
     const { pinned } = await readStoredVersions(this.#paths, predecessor.id);
     if (pinned) await writePin(this.#paths, id, pinned);
     await writeOrigin(this.#paths, id, version, originNow(heir, now, from));

@@ -146,13 +146,24 @@ Deno.test("a DaemonSet rollout that never becomes Ready keeps the old spec, and 
 });
 
 Deno.test("a good DaemonSet rollout is promoted after promoteAfter; a pin carries over", async () => {
-  await afterFirstPass(async (n, c) => {
+  await afterFirstPass(async (n, c, old) => {
+    // The old version lost its configmap's files: the new one fetches them instead.
+    const audit = hostPathsOf(old).find((d) => d.startsWith(c.configmapsDir))!;
+    await Deno.remove(audit, { recursive: true });
     const heir = await rollout(n, (pod) => {
       (containerOf(pod).command as string[]).push("--v=2");
     });
     const ID = podId(heir);
     const inactive = join(c.inactiveDir, manifestFileName(ID));
-    assertEquals(await promotionTime(n), 65_000);
+    await runFor(n, POLL_MS);
+    const inherited = await readPod(inactive);
+    const fetched = hostPathsOf(inherited).find((d) => d.startsWith(c.configmapsDir))!;
+    assertEquals(Object.keys(await filesUnder(fetched)), ["policy.yaml"]);
+    assertEquals(
+      n.log.find("the predecessor has no files for an inherited volume").map((l) => l.fetched),
+      [true],
+    );
+    assertEquals(await promotionTime(n), 60_000, "65 s after the rollout");
     const promoted = await readPod(inactive);
     assert((containerOf(promoted).command as string[]).includes("--v=2"));
     assertIdentity(c, promoted, heir);
