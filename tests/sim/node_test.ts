@@ -121,3 +121,32 @@ Deno.test("sim node: the kubelet decodes static pods with its own reader: a copy
     await node.close();
   }
 });
+
+Deno.test("sim node: a DaemonSet-style rollout replaces the pod by one of a new name, uid and spec, of the same controller", async () => {
+  const node = await SimNode.start();
+  const sources = await connectNode(node.config());
+  try {
+    const old = node.parents.find((p) => podId(p) === APISERVER)!;
+    const heir = await node.replaceParent(APISERVER, (pod) => {
+      pod.metadata.labels = { ...pod.metadata.labels, "pod-template-generation": "2" };
+      return pod;
+    });
+    assert(
+      heir.metadata.name.startsWith("kube-apiserver-") &&
+        heir.metadata.name !== "kube-apiserver-7x2kq",
+    );
+    assert(heir.metadata.uid !== old.metadata.uid);
+    assertEquals(heir.metadata.ownerReferences, old.metadata.ownerReferences);
+    assertEquals(heir.metadata.labels?.["pod-template-generation"], "2");
+    const listed = value(await sources.apiServer.listNodePods(node.nodeName)).map(podId);
+    assertEquals(listed.includes(APISERVER), false);
+    assert(listed.includes(podId(heir)));
+    await node.advance(5_000);
+    const running = value(await sources.runtime.listRunningPods()).map((p) => p.name);
+    assertEquals(running.includes("kube-apiserver-7x2kq"), false);
+    assert(running.includes(heir.metadata.name));
+  } finally {
+    sources.runtime.close();
+    await node.close();
+  }
+});
