@@ -6,7 +6,8 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import { versionsDir } from "../../lib/core/checkpoint_layout.ts";
+import { hostPathsOf, manifestFileName, versionsDir } from "../../lib/core/checkpoint_layout.ts";
+import { podId } from "../../lib/core/pod.ts";
 import { asArray, type Json } from "../../lib/core/json.ts";
 import { pathExists } from "../../lib/disk/dirs.ts";
 import type { VerbResult } from "../../lib/pass/verbs.ts";
@@ -204,5 +205,25 @@ Deno.test("verbs: a second verb while one is under way is refused with 409", asy
     await held;
     assertEquals((await first).status, 200);
     assertEquals((await ok(f, `${ID}/unpin`)).changed, true, "the refused unpin changed nothing");
+  });
+});
+
+Deno.test("a pod its DaemonSet recreated under a new name inherits, shown in /v1/checkpoints and the metrics; purging its predecessor leaves it whole", async () => {
+  await served(async (f) => {
+    const heir = podId(await f.node.replaceParent(ID, (pod) => pod));
+    assertEquals((await f.pass()).errors, []);
+    const response = await f.request(`/v1/checkpoints/${heir}`);
+    const { versions } = await response.json();
+    assertEquals(versions, { kept: 1, versions: [1], inheritedFrom: { id: ID, version: 3 } });
+    const metrics = await (await f.request("/metrics")).text();
+    assert(metrics.includes("ckpt_agent_inheritances_total 1"), metrics);
+
+    assertEquals((await ok(f, `${ID}/purge`)).changed, true);
+    const manifest = JSON.parse(
+      await Deno.readTextFile(join(f.config.inactiveDir, manifestFileName(heir))),
+    );
+    const dirs = hostPathsOf(manifest).filter((d) => d.startsWith(f.config.secretsDir));
+    assert(dirs.length > 0);
+    for (const dir of dirs) assert([...Deno.readDirSync(dir)].length > 0, dir);
   });
 });
