@@ -144,7 +144,7 @@ Deno.test(`inheritance survives ${KILLS} SIGKILLs: no version yet, or a whole on
     assert(timed.out.includes("done []"), timed.out);
     await assertAllWhole(c, "the first inheritance", heir);
     const killWithinMs = timed.passMs * 1.2;
-    let kills = 0, inheritedBeforeKill = 0;
+    let kills = 0, inheritedBeforeKill = 0, cutMidway = 0;
     for (let generation = 2; kills < KILLS; generation++) {
       const id = await rollout(generation);
       const run = await runChild(CHILD, [config], killWithinMs);
@@ -152,6 +152,8 @@ Deno.test(`inheritance survives ${KILLS} SIGKILLs: no version yet, or a whole on
       if (await pathExists(join(c.inactiveDir, manifestFileName(id)))) {
         inheritedBeforeKill++;
         await assertAllWhole(c, `generation ${generation}, cut`, id);
+      } else if (await pathExists(checkpointPaths(c, id).secretsDir)) {
+        cutMidway++; // files copied, no version in place yet
       }
       // The next pass inherits, or goes on with what it inherited: generation 0, whole.
       assert((await runChild(CHILD, [config])).out.includes("done []"));
@@ -160,7 +162,9 @@ Deno.test(`inheritance survives ${KILLS} SIGKILLs: no version yet, or a whole on
       assertEquals(generationOf(JSON.parse(inPlace)), "0");
       assert(generation < KILLS * 20, `only ${kills} of ${generation} runs were killed`);
     }
-    console.log(`${kills} kills, ${inheritedBeforeKill} inherited before the kill`);
+    console.log(
+      `${kills} kills, ${inheritedBeforeKill} inherited before the kill, ${cutMidway} midway`,
+    );
   } finally {
     await node.close();
   }
