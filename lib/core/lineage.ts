@@ -36,8 +36,8 @@ export interface VersionInPlace {
 /**
  * The predecessor of `heir` among the checkpoints' versions in place: one of another parent in
  * the same namespace whose controller is the heir's (same uid and kind), unless that is a
- * StatefulSet. Of several, the newest
- * version (the latest `madeAt`), then the smallest id: the same answer on every pass.
+ * StatefulSet. Of several, the newest version (the latest `madeAt`), then the smallest id: the
+ * same answer on every pass.
  */
 export function findPredecessor(
   heir: Pod,
