@@ -197,6 +197,13 @@ export const SETTINGS = {
     default: "1m",
     help: "how often secrets and configmaps are fetched again (also whenever a manifest changes)",
   }),
+  resyncInterval: setting({
+    flag: "resync-interval",
+    kind: timeout,
+    field: "resyncIntervalMs",
+    default: "10m",
+    help: "how often the daemon lists this node's pods again although its watch is open",
+  }),
   startTimeout: setting({
     flag: "start-timeout",
     kind: timeout,

@@ -31,6 +31,7 @@ const DEFAULT_CONFIG: Config = {
   stateDir: "/var/lib/ckpt-agent",
   pollIntervalMs: 5_000,
   refreshIntervalMs: 60_000,
+  resyncIntervalMs: 600_000,
   startTimeoutMs: 120_000,
   namespaces: [],
   adminListen: "127.0.0.1:10280",
@@ -99,6 +100,7 @@ configmapsDir: /k/configmaps
 stateDir: /k/state
 pollInterval: 500ms
 refreshInterval: 1m30s
+resyncInterval: 20m
 startTimeout: 5m
 namespace:
   - kube-system
@@ -128,6 +130,7 @@ adminTokenFile: /k/token
     stateDir: "/k/state",
     pollIntervalMs: 500,
     refreshIntervalMs: 90_000,
+    resyncIntervalMs: 1_200_000,
     startTimeoutMs: 300_000,
     namespaces: ["kube-system", "kube-flannel"],
     adminListen: "[::1]:9000",
