@@ -46,10 +46,23 @@ export interface PeerRequest {
   query: URLSearchParams;
 }
 
-/** An object is sent as JSON, a string as text/plain. */
+/** An answer written as things happen (a watch): one JSON value per line, as chunks. */
+export interface PeerStream {
+  write(value: unknown): void;
+  /** Ends the answer cleanly: the connection stays open for the next request. */
+  end(): void;
+  /** Drops the connection, as a server that dies does. */
+  drop(): void;
+  /** Told once when the answer is over, whichever side ended it. */
+  onClose(listener: () => void): void;
+}
+
+/** An object is sent as JSON, a string as text/plain; with `stream`, the body is not sent. */
 export interface PeerResponse {
   status: number;
   body: unknown;
+  /** Writes the answer after its headers, for as long as it lasts. */
+  stream?: (out: PeerStream) => void;
 }
 
 export interface RecordedRequest {
@@ -104,12 +117,54 @@ export interface SimPeer extends PeerControl {
   close(): Promise<void>;
 }
 
+/** The start of a watch event, where a "truncated" fault cuts a stream. */
+const CUT_EVENT = '{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"na';
+
+/** Chunked, as Go's server sends a watch: no Content-Length, each value flushed as written. */
+function sendStream(
+  res: http.ServerResponse,
+  response: PeerResponse & { stream: (out: PeerStream) => void },
+  cutHalfway: boolean,
+): void {
+  res.writeHead(response.status, { "content-type": "application/json" });
+  res.flushHeaders();
+  if (cutHalfway) {
+    res.write(CUT_EVENT, () => res.socket?.destroy());
+    return;
+  }
+  let over = false;
+  const listeners: (() => void)[] = [];
+  const closed = () => {
+    if (over) return;
+    over = true;
+    for (const listener of listeners) listener();
+  };
+  res.on("close", closed);
+  response.stream({
+    write: (value) => {
+      if (!over) res.write(`${JSON.stringify(value)}\n`);
+    },
+    end: () => {
+      if (!over) res.end();
+      closed();
+    },
+    drop: () => {
+      res.socket?.destroy();
+      closed();
+    },
+    onClose: (listener) => listeners.push(listener),
+  });
+}
+
 /** `cutHalfway`: send half the body, then close the connection. */
 function send(
   res: http.ServerResponse,
   response: PeerResponse,
   options: { contentType?: string; cutHalfway?: boolean } = {},
 ): void {
+  if (response.stream) {
+    return sendStream(res, { ...response, stream: response.stream }, options.cutHalfway ?? false);
+  }
   const text = typeof response.body === "string";
   const payload = new TextEncoder().encode(
     text ? response.body as string : JSON.stringify(response.body),

@@ -47,8 +47,14 @@ Deno.test("sim API server lists pods as a PodList whose items carry no kind", as
     assertEquals([status, contentType], [200, "application/json"]);
     assertEquals([json.kind, json.apiVersion], ["PodList", "v1"]);
     const { kind: _k, apiVersion: _v, ...item } = scheduled("kube-system/a", "n1");
-    assertEquals((json.items as unknown[])[0], item);
+    const [listed] = json.items as Pod[];
     const version = Number((json.metadata as { resourceVersion: string }).resourceVersion);
+    // Each object carries the revision that last changed it, as etcd stores it.
+    assertEquals(Number(listed.metadata.resourceVersion) <= version, true);
+    assertEquals(listed, {
+      ...item,
+      metadata: { ...item.metadata, resourceVersion: listed.metadata.resourceVersion },
+    });
 
     server.deletePod("default", "b");
     const after = (await get("/api/v1/pods")).json;
