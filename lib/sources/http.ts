@@ -191,7 +191,8 @@ function errorCode(e: unknown): string | undefined {
   return typeof code === "string" ? code : undefined;
 }
 
-function reason(e: unknown): string {
+/** An error as a log line says it: its message, and its code when the message lacks it. */
+export function reason(e: unknown): string {
   if (!(e instanceof Error)) return String(e);
   const code = errorCode(e);
   return code !== undefined && !e.message.includes(code) ? `${e.message} (${code})` : e.message;
