@@ -49,8 +49,8 @@ export interface SimApiServer extends PeerControl {
    *  resourceVersion is then answered 410 Expired. */
   compact(): void;
   setWatchMode(mode: SimWatchMode): void;
-  /** "end": every open watch ends cleanly, as at its timeout; "drop": their connections are
-   *  dropped, as when the API server dies. */
+  /** "end": every open watch ends cleanly, as at its timeout (a last bookmark to those that
+   *  allowed them); "drop": their connections are dropped, as when the API server dies. */
   closeWatches(how: "end" | "drop"): void;
   watchesOpen(): number;
   requestsByVerb(): RequestsByVerb;
@@ -86,6 +86,8 @@ interface Watcher {
   resource: Resource;
   selects: (object: Json) => boolean;
   out: PeerStream;
+  /** Ends the watch as its timeout does: a last bookmark, if asked for, then the end. */
+  end: () => void;
 }
 
 function status(code: number, reason: string, message: string, details?: Json): PeerResponse {
@@ -321,7 +323,7 @@ export async function startSimApiServer(
       status: 200,
       body: null,
       stream: (out) => {
-        const watcher: Watcher = { resource, selects, out };
+        const watcher: Watcher = { resource, selects, out, end: () => out.end() };
         watchers.add(watcher);
         out.onClose(() => {
           watchers.delete(watcher);
@@ -340,10 +342,8 @@ export async function startSimApiServer(
             if (selects(object)) out.write({ type: "ADDED", object });
           }
         } else if (!Number.isInteger(fromRevision) || fromRevision < compactedThrough) {
-          out.write(
-            status(410, "Expired", `too old resource version: ${from} (${compactedThrough + 1})`)
-              .body,
-          );
+          const message = `too old resource version: ${from} (${compactedThrough + 1})`;
+          out.write({ type: "ERROR", object: status(410, "Expired", message).body });
           return out.end();
         } else {
           for (const change of changes) {
@@ -353,10 +353,11 @@ export async function startSimApiServer(
           }
         }
         if (bookmarks) ticks = setInterval(() => out.write(bookmark(resource)), bookmarkIntervalMs);
-        timeout = setTimeout(() => {
+        watcher.end = () => {
           if (bookmarks) out.write(bookmark(resource));
           out.end();
-        }, timeoutS * 1000);
+        };
+        timeout = setTimeout(watcher.end, timeoutS * 1000);
       },
     };
   }
@@ -480,7 +481,7 @@ export async function startSimApiServer(
     },
     closeWatches(how: "end" | "drop") {
       for (const watcher of [...watchers]) {
-        if (how === "end") watcher.out.end();
+        if (how === "end") watcher.end();
         else watcher.out.drop();
       }
     },

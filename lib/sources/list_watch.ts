@@ -46,7 +46,8 @@ type WatchEnd =
   | { kind: "ended" }
   | { kind: "resync" }
   | { kind: "expired" }
-  | { kind: "failed"; failure: SourceFailure; opened: boolean };
+  /** `delivered`: the watch gave at least one event before it failed. */
+  | { kind: "failed"; failure: SourceFailure; delivered: boolean };
 
 /** The first retry is at once; then 250 ms, doubling, at most 30 s. */
 export function backoffMs(failures: number): number {
@@ -174,7 +175,7 @@ export class ListWatch<T> {
             mustList = true;
             break;
           }
-          failures = end.opened ? 1 : failures + 1;
+          failures = end.delivered ? 1 : failures + 1;
           // Resumed once at once; a watch that cannot be resumed is a server that cannot be
           // followed until a list succeeds again.
           this.#usable = false;
@@ -214,7 +215,7 @@ export class ListWatch<T> {
     const opts = this.#opts;
     const timeoutSeconds = opts.timeoutSeconds();
     return new Promise((resolve) => {
-      let opened = false;
+      let delivered = false;
       let over = false;
       const end = (how: WatchEnd) => {
         if (over) return;
@@ -229,7 +230,7 @@ export class ListWatch<T> {
       const silence = setTimeout(() =>
         end({
           kind: "failed",
-          opened: false,
+          delivered: false,
           failure: {
             source: "apiserver",
             kind: "timeout",
@@ -246,17 +247,18 @@ export class ListWatch<T> {
         if (over) return;
         const failure = this.#apply(event);
         if (failure === "expired") end({ kind: "expired" });
-        else if (failure) end({ kind: "failed", failure, opened });
+        else if (failure) end({ kind: "failed", failure, delivered });
+        else delivered = true;
       };
       this.watches++;
       this.#watch = opts.watch(this.#version, timeoutSeconds, {
         opened: () => {
-          opened = true;
           this.#refused = false;
           this.#setUsable(true);
         },
         event: onEvent,
-        ended: (failure) => end(failure ? { kind: "failed", failure, opened } : { kind: "ended" }),
+        ended: (failure) =>
+          end(failure ? { kind: "failed", failure, delivered } : { kind: "ended" }),
       });
     });
   }

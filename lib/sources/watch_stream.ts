@@ -84,12 +84,13 @@ export function openWatch(
   const onResponse = (response: http.IncomingMessage) => {
     if (over) return;
     const status = response.statusCode ?? 0;
-    const success = status >= 200 && status < 300;
+    const contentType = String(response.headers["content-type"] ?? "none");
+    // A 200 of another type (a proxy's or load balancer's page) is no watch.
+    const success = status >= 200 && status < 300 && contentType.startsWith("application/json");
     if (success) {
       clearTimeout(deadline);
       on.opened();
     }
-    const contentType = String(response.headers["content-type"] ?? "none");
     const decoder = new TextDecoder();
     let pending = "";
     let size = 0;
@@ -117,9 +118,21 @@ export function openWatch(
       }
       on.event(event.data);
     };
+    /** What a body that is not a stream of events says: its error status, or its type. */
+    const notAWatch = () => {
+      if (status < 200 || status >= 300) {
+        return fail(...statusFailure(status, response.statusMessage, pending));
+      }
+      fail(
+        "bad-response",
+        `watch answered ${contentType}, not JSON: ${bodyStart(pending)}`,
+        status,
+        `not JSON (${contentType.split(";")[0]})`,
+      );
+    };
     cutShort = () => {
       if (over) return;
-      if (!success) return fail(...statusFailure(status, response.statusMessage, pending));
+      if (!success) return notAWatch();
       fail(
         "bad-response",
         `watch stream cut short after ${size} bytes: ${bodyStart(pending)}`,
@@ -132,7 +145,7 @@ export function openWatch(
       size += chunk.length;
       pending += decoder.decode(chunk, { stream: true });
       if (!success) {
-        if (pending.length > ERROR_BODY_BYTES) cutShort?.();
+        if (pending.length > ERROR_BODY_BYTES) notAWatch();
         return;
       }
       let newline = pending.indexOf("\n");
@@ -148,7 +161,7 @@ export function openWatch(
     response.on("end", () => {
       if (over) return;
       pending += decoder.decode();
-      if (!success) return fail(...statusFailure(status, response.statusMessage, pending));
+      if (!success) return notAWatch();
       line(pending);
       finish(undefined, true);
     });
