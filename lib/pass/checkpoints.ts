@@ -25,6 +25,7 @@ import {
 } from "../disk/pod_files.ts";
 import { VerifiedFiles } from "../disk/verified_files.ts";
 import type { ApiServerClient } from "../sources/apiserver.ts";
+import type { ObjectRef } from "../sources/object_watches.ts";
 import type { FailureKind } from "../sources/types.ts";
 import type { Logger } from "../util/log.ts";
 import type { Observation } from "./observe.ts";
@@ -35,6 +36,18 @@ import type { Writes } from "./writes.ts";
 /** The parents whose checkpoints this pass writes. */
 export function checkpointedIds(result: PassResult): string[] {
   return [...result.parents.keys()].filter((id) => result.tracked.has(id) && parseValidId(id));
+}
+
+/** The secrets and configmaps a checkpoint's volumes take their files from. */
+function objectRefs(
+  namespace: string,
+  volumes: ReturnType<typeof sanitizeCheckpoint>["volumes"],
+): ObjectRef[] {
+  return volumes.flatMap((volume) =>
+    volume.sources.flatMap((source) =>
+      source.kind === "literal" ? [] : [{ kind: source.kind, namespace, name: source.name }]
+    )
+  );
 }
 
 /** What one pass's refresh of secrets and configmaps has learnt so far. */
@@ -67,6 +80,8 @@ export class CheckpointWriter {
   readonly #warned = new Map<string, string>();
   /** Inactive manifests known to be what their parent (the key) makes of them. */
   readonly #checkedManifests = new VerifiedFiles();
+  /** Per parent: the objects it needs, and their versions when its files were last stored. */
+  readonly #objects = new Map<string, { refs: ObjectRef[]; versions?: string }>();
 
   constructor(opts: CheckpointWriterOptions) {
     this.#opts = opts;
@@ -94,7 +109,7 @@ export class CheckpointWriter {
         }
         const last = this.#refreshedAt.get(id);
         const refreshDue = last === undefined ||
-          now - last >= millisToDuration(config.refreshIntervalMs);
+          now - last >= millisToDuration(config.refreshIntervalMs) || this.#objectsChanged(id);
         // The manifest is made from the parent alone: the same parent, and a file untouched
         // since it was last checked, mean nothing to do until the refresh falls due.
         const manifest = manifestOf(id, file);
@@ -106,6 +121,8 @@ export class CheckpointWriter {
         this.#checkedManifests.checked(manifest, parentJson);
         if (written === "written") writes.applied(out, { op: "checkpoint", id });
         if (!(refreshDue || written === "written") || !apiAvailable) return;
+        const refs = objectRefs(parent.metadata.namespace, sanitized.volumes);
+        const versions = this.#versionsOf(refs);
         const objects = await this.#fetchObjects(
           parent.metadata.namespace,
           sanitized.volumes,
@@ -129,13 +146,17 @@ export class CheckpointWriter {
           this.#opts.log.warn("volume files kept as they were", { id, ...s });
         }
         // Retry next pass unless everything was fetched and written.
-        if (objects.complete && files.skipped.length === 0) this.#refreshedAt.set(id, now);
+        const stored = objects.complete && files.skipped.length === 0;
+        if (stored) this.#refreshedAt.set(id, now);
         else this.#refreshedAt.delete(id);
+        this.#objects.set(id, { refs, ...(stored ? { versions } : {}) });
       });
     });
-    for (const memory of [this.#refreshedAt, this.#warned]) {
+    for (const memory of [this.#refreshedAt, this.#warned, this.#objects]) {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
+    // The objects the checkpoints need are watched, and no others.
+    this.#opts.apiServer.watchObjects?.([...this.#objects.values()].flatMap((o) => o.refs));
     this.#checkedManifests.retain(
       new Set(ids.flatMap((id) => {
         const file = names.names.get(id);
@@ -177,6 +198,21 @@ export class CheckpointWriter {
       }
     }
     return { data, complete };
+  }
+
+  /** The versions of watched objects, one string; undefined while one is not known. */
+  #versionsOf(refs: readonly ObjectRef[]): string | undefined {
+    const versions = refs.map((ref) => this.#opts.apiServer.objectVersion?.(ref));
+    return versions.every((v) => v !== undefined) ? versions.join(" ") : undefined;
+  }
+
+  /** The watches know versions of the parent's objects other than those its files were stored
+   *  from (or stored before they were watched): the files are refreshed, from the watches. */
+  #objectsChanged(id: string): boolean {
+    const known = this.#objects.get(id);
+    if (known === undefined) return false;
+    const now = this.#versionsOf(known.refs);
+    return now !== undefined && now !== known.versions;
   }
 
   /** What a parent's checkpoint cannot copy, logged when it is first seen or changes. */
