@@ -64,6 +64,8 @@ export interface SimApiServerOptions {
   eventWindow?: number;
   /** Stands in for Math.random where the server picks a watch's timeout. */
   random?: () => number;
+  /** HTTP/2 to clients that offer it, as the real API server speaks. */
+  http2?: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -325,13 +327,15 @@ export async function startSimApiServer(
       stream: (out) => {
         const watcher: Watcher = { resource, selects, out, end: () => out.end() };
         watchers.add(watcher);
+        const timers: {
+          ticks?: ReturnType<typeof setInterval>;
+          timeout?: ReturnType<typeof setTimeout>;
+        } = {};
         out.onClose(() => {
           watchers.delete(watcher);
-          clearInterval(ticks);
-          clearTimeout(timeout);
+          clearInterval(timers.ticks);
+          clearTimeout(timers.timeout);
         });
-        let ticks: ReturnType<typeof setInterval> | undefined;
-        let timeout: ReturnType<typeof setTimeout> | undefined;
         if (silent) {
           watcher.selects = () => false;
           return;
@@ -352,12 +356,14 @@ export async function startSimApiServer(
             if (event) out.write(event);
           }
         }
-        if (bookmarks) ticks = setInterval(() => out.write(bookmark(resource)), bookmarkIntervalMs);
+        if (bookmarks) {
+          timers.ticks = setInterval(() => out.write(bookmark(resource)), bookmarkIntervalMs);
+        }
         watcher.end = () => {
           if (bookmarks) out.write(bookmark(resource));
           out.end();
         };
-        timeout = setTimeout(watcher.end, timeoutS * 1000);
+        timers.timeout = setTimeout(watcher.end, timeoutS * 1000);
       },
     };
   }
@@ -406,6 +412,7 @@ export async function startSimApiServer(
 
   const peer = await startSimPeer({
     tls: { certPem: serving.certPem, keyPem: serving.keyPem, clientCaPem: ca.certPem },
+    http2: options.http2,
     handle,
     failure,
   });

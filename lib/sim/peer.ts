@@ -8,6 +8,7 @@
  * needs an accepted bearer token, or it is answered 401.
  */
 import http from "node:http";
+import http2 from "node:http2";
 import https from "node:https";
 import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
@@ -87,6 +88,8 @@ export interface SimPeerOptions {
   host?: "127.0.0.1" | "::1";
   /** Unset: plain HTTP and no authentication (a kubelet's read-only port). */
   tls?: PeerTls;
+  /** With tls: HTTP/2 to clients that offer it, HTTP/1.1 to the others. */
+  http2?: boolean;
   handle(request: PeerRequest): PeerResponse;
   /** The answer to a request that failed authentication (401) or that a fault answers. */
   failure(fault: "server-error" | "unauthorized" | "forbidden", request: PeerRequest): PeerResponse;
@@ -259,14 +262,21 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
   }
 
   function createServer(): http.Server {
-    const created = options.tls
-      ? https.createServer({
-        cert: options.tls.certPem,
-        key: options.tls.keyPem,
-        ca: options.tls.clientCaPem,
-        requestCert: true,
-        rejectUnauthorized: false,
-      }, onRequest)
+    const tls = options.tls && {
+      cert: options.tls.certPem,
+      key: options.tls.keyPem,
+      ca: options.tls.clientCaPem,
+      requestCert: true,
+      rejectUnauthorized: false,
+    };
+    // HTTP/2 where the client offers it (ALPN), HTTP/1.1 otherwise, as Go's servers do.
+    const created = tls && options.http2
+      ? http2.createSecureServer(
+        { ...tls, allowHTTP1: true },
+        onRequest as unknown as Parameters<typeof http2.createSecureServer>[1],
+      ) as unknown as http.Server
+      : tls
+      ? https.createServer(tls, onRequest)
       : http.createServer(onRequest);
     created.on("connection", (socket: Socket) => {
       accepted++;

@@ -13,7 +13,7 @@ import { type Listed, ListWatch, type ListWatchOptions } from "./list_watch.ts";
 import { ABSENT, type ObjectRef, ObjectWatches, type WatchedObject } from "./object_watches.ts";
 import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
 import { failed, type SourceResult, succeeded } from "./types.ts";
-import { openWatch, type Watch, type WatchHandlers } from "./watch_stream.ts";
+import { createWatchClient, openWatch, type Watch, type WatchHandlers } from "./watch_stream.ts";
 
 export interface ApiServerClient {
   /** GET /api/v1/pods?fieldSelector=spec.nodeName%3D<node> (all namespaces): a fresh list, a
@@ -204,7 +204,7 @@ async function getAsUser<T>(
 function watchAsUser(
   target: HttpTarget,
   creds: Credentials,
-  pool: ConnectionPool,
+  via: { pool?: ConnectionPool; client?: Deno.HttpClient },
   path: string,
   on: WatchHandlers,
 ): Watch {
@@ -212,7 +212,7 @@ function watchAsUser(
   let closed = false;
   void readBearerToken(creds).then((token) => {
     if (closed) return;
-    if (token.ok) watch = openWatch(target, path, token.token, pool, on);
+    if (token.ok) watch = openWatch(target, path, token.token, via, on);
     else {
       const refused = failed("apiserver", "unauthorized", `watch ${path}: ${token.error}`);
       if (!refused.ok) on.ended(refused.failure);
@@ -240,9 +240,11 @@ function objectCollectionPath(ref: ObjectRef): string {
 
 /** The node's pods and the objects asked for, each listed then watched. */
 function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSettings) {
-  // Watches last: their connections are their own, as many as there are watches, kept between
-  // watches (a watch the server ended hands its connection to the next).
-  const pool = new ConnectionPool(Infinity);
+  // Over HTTP/2 where fetch can do what the kubeconfig asks: one connection for every watch.
+  // Otherwise HTTP/1.1: watches last, so their connections are their own, one per watch, kept
+  // between watches (a watch the server ended hands its connection to the next).
+  const client = createWatchClient(target);
+  const via = client ? { client } : { pool: new ConnectionPool(Infinity) };
   const random = settings.random ?? Math.random;
   const pick = ([min, max]: readonly [number, number]) => Math.floor(min + (max - min) * random());
   const changes = settings.changes;
@@ -259,7 +261,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
         watchAsUser(
           target,
           creds,
-          pool,
+          via,
           `${collection}&watch=true&allowWatchBookmarks=true&resourceVersion=${
             encodeURIComponent(version)
           }&timeoutSeconds=${timeoutSeconds}`,
@@ -293,7 +295,12 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
       changed: () => changes.emit(`${ref.kind === "secret" ? "secret" : "configmap"} changed`),
     });
   });
-  return { pods, objects };
+  const close = () => {
+    pods.close();
+    objects.close();
+    client?.close();
+  };
+  return { pods, objects, close };
 }
 
 /**
@@ -367,10 +374,7 @@ export function createApiServerClient(
         [...refs].filter((ref) => isValidNamespace(ref.namespace) && isValidObjectName(ref.name)),
       ),
     objectVersion: (ref) => watches.objects.version(ref),
-    close() {
-      watches.pods.close();
-      watches.objects.close();
-    },
+    close: watches.close,
   };
 }
 
