@@ -238,6 +238,17 @@ function objectCollectionPath(ref: ObjectRef): string {
     `?fieldSelector=${encodeURIComponent(`metadata.name=${ref.name}`)}`;
 }
 
+/**
+ * The timeout asked for each object's watch, [min, max) seconds: an hour or two, and longer
+ * with more objects, so that renewing them all costs at most about 1.3 requests a minute
+ * however many there are (2 × 60 / 90 on average). The API server honours any timeout a
+ * client asks for (without one, it picks 30 to 60 minutes).
+ */
+export function objectWatchSeconds(watched: number): [number, number] {
+  const min = Math.max(3600, 30 * watched);
+  return [min, 2 * min];
+}
+
 /** The node's pods and the objects asked for, each listed then watched. */
 function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSettings) {
   // Over HTTP/2 where fetch can do what the kubeconfig asks: one connection for every watch.
@@ -281,7 +292,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     changed: () => changes.emit("pod changed"),
     reachability: (state) => changes.emit(state === "lost" ? "apiserver lost" : "apiserver back"),
   });
-  const objects = new ObjectWatches((ref) => {
+  const objects: ObjectWatches = new ObjectWatches((ref) => {
     const item = WATCHED[ref.kind].item;
     return listWatch(objectCollectionPath(ref), objectListSchema(item), {
       item: (object) => {
@@ -289,9 +300,8 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
         return parsed.success ? parsed.data : undefined;
       },
       key: (object) => object.name,
-      // Long: one object's watch is renewed about once an hour, so that at rest a thousand
-      // objects cost a few requests a minute. The API server honours any timeout a client asks.
-      timeoutSeconds: () => pick(settings.objectWatchSeconds ?? [3600, 7200]),
+      timeoutSeconds: (): number =>
+        pick(settings.objectWatchSeconds ?? objectWatchSeconds(objects.size)),
       changed: () => changes.emit(`${ref.kind === "secret" ? "secret" : "configmap"} changed`),
     });
   });
