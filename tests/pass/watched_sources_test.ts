@@ -14,15 +14,7 @@ import type { SimNode } from "../../lib/sim/node.ts";
 import { LogCapture, ManualClock } from "../admin/harness.ts";
 import { pod } from "../helpers/pods.ts";
 import { withNode } from "../helpers/sim_node.ts";
-
-/** Polls until `test` holds: 400 × 25 ms at most. */
-async function until(what: string, test: () => boolean): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    if (test()) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`never: ${what}`);
-}
+import { until } from "../helpers/until.ts";
 
 interface Watching {
   node: SimNode;

@@ -12,7 +12,6 @@ import {
 } from "../../lib/sources/apiserver.ts";
 import { ChangeFanout } from "../../lib/sources/changes.ts";
 import { loadKubeconfig } from "../../lib/sources/kubeconfig.ts";
-import type { SourceResult } from "../../lib/sources/types.ts";
 import {
   type SimApiServer,
   type SimApiServerOptions,
@@ -22,24 +21,12 @@ import { writeKubeconfig } from "../../lib/sim/pki.ts";
 import { DEAD_PROXY } from "../helpers/proxy_env.ts";
 import { pod } from "../helpers/pods.ts";
 import { NODE_NAME, simCluster, withTempDir } from "../sim/harness.ts";
+import { until } from "../helpers/until.ts";
+import { value } from "../helpers/source_result.ts";
 
 function onNode(id: string, nodeName = NODE_NAME, image = "pause:3.10"): Pod {
   const p = pod(id);
   return { ...p, spec: { containers: [{ name: "main", image }], nodeName } };
-}
-
-function value<T>(result: SourceResult<T>): T {
-  if (!result.ok) throw new Error(`expected a value, got: ${result.failure.message}`);
-  return result.value;
-}
-
-/** Polls until `test` holds: 400 × 25 ms at most. */
-async function until(what: string, test: () => boolean): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    if (test()) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`never: ${what}`);
 }
 
 interface Fixture {
