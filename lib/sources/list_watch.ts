@@ -76,8 +76,6 @@ export class ListWatch<T> {
   #watch: Watch | undefined;
   /** Ends the current wait (a back-off, or a watch under way) early. */
   #interrupt: (() => void) | undefined;
-  /** Watches started, for tests that look at what was asked. */
-  watches = 0;
 
   constructor(opts: ListWatchOptions<T>) {
     this.#opts = opts;
@@ -250,7 +248,6 @@ export class ListWatch<T> {
         else if (failure) end({ kind: "failed", failure, delivered });
         else delivered = true;
       };
-      this.watches++;
       this.#watch = opts.watch(this.#version, timeoutSeconds, {
         opened: () => {
           this.#refused = false;

@@ -318,4 +318,14 @@ for (const transport of TRANSPORTS) {
       );
     });
   });
+
+  Deno.test(`every resync interval the pods are listed again; the cache answers throughout (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const lists = server.requestsByVerb().list;
+      await until("listed again, twice", () => server.requestsByVerb().list >= lists + 2);
+      // A resync is no outage: the cache answers throughout.
+      assert(client.watchedNodePods?.(NODE_NAME) !== undefined);
+    }, { watch: { resyncMs: 100 } });
+  });
 }
