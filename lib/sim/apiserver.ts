@@ -13,8 +13,15 @@ import {
 } from "./peer.ts";
 import type { SimCa } from "./pki.ts";
 
-/** How the server answers a watch: "silent" opens it and then never writes, nor ends it. */
-export type SimWatchMode = "normal" | "forbidden" | "method-not-allowed" | "silent";
+/** How the server answers a watch: "silent" opens it and then never writes, nor ends it;
+ *  "end-at-once" ends it as soon as it is open, with nothing in it (as a proxy that cuts long
+ *  requests may). */
+export type SimWatchMode =
+  | "normal"
+  | "forbidden"
+  | "method-not-allowed"
+  | "silent"
+  | "end-at-once";
 
 /** Requests received so far, by what they asked. */
 export interface RequestsByVerb {
@@ -321,6 +328,7 @@ export async function startSimApiServer(
       : DEFAULT_WATCH_TIMEOUT_S * (1 + random());
     const bookmarks = request.query.get("allowWatchBookmarks") === "true";
     const silent = watchMode === "silent";
+    if (watchMode === "end-at-once") return { status: 200, body: null, stream: (out) => out.end() };
     return {
       status: 200,
       body: null,

@@ -49,6 +49,18 @@ type WatchEnd =
   /** `delivered`: the watch gave at least one event before it failed. */
   | { kind: "failed"; failure: SourceFailure; delivered: boolean };
 
+/** A watch that ends sooner than this with no event is a failed one. */
+const VERY_SHORT_WATCH_MS = 1_000;
+
+function veryShort(timeoutSeconds: number): SourceFailure {
+  return {
+    source: "apiserver",
+    kind: "bad-response",
+    message: `watch asked for ${timeoutSeconds} s ended at once with no event`,
+    problem: "very short watch",
+  };
+}
+
 /** The first retry is at once; then 250 ms, doubling, at most 30 s. */
 export function backoffMs(failures: number): number {
   return failures <= 1 ? 0 : Math.min(30_000, 250 * 2 ** (failures - 2));
@@ -212,6 +224,7 @@ export class ListWatch<T> {
   #watchOnce(listedAt: number): Promise<WatchEnd> {
     const opts = this.#opts;
     const timeoutSeconds = opts.timeoutSeconds();
+    const startedAt = Date.now();
     return new Promise((resolve) => {
       let delivered = false;
       let over = false;
@@ -254,8 +267,15 @@ export class ListWatch<T> {
           this.#setUsable(true);
         },
         event: onEvent,
-        ended: (failure) =>
-          end(failure ? { kind: "failed", failure, delivered } : { kind: "ended" }),
+        ended: (failure) => {
+          if (failure) return end({ kind: "failed", failure, delivered });
+          // As client-go: a watch ended at once with nothing in it is no watch, or a server (or
+          // something in front of it) that ends every watch would be asked again and again.
+          if (!delivered && Date.now() - startedAt < VERY_SHORT_WATCH_MS) {
+            return end({ kind: "failed", failure: veryShort(timeoutSeconds), delivered });
+          }
+          end({ kind: "ended" });
+        },
       });
     });
   }

@@ -328,4 +328,16 @@ for (const transport of TRANSPORTS) {
       assert(client.watchedNodePods?.(NODE_NAME) !== undefined);
     }, { watch: { resyncMs: 100 } });
   });
+
+  Deno.test(`watches ended at once with nothing in them are failures, not a loop (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told }) => {
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      server.setWatchMode("end-at-once");
+      server.closeWatches("drop");
+      await until("the API server is lost", () => told.includes("apiserver lost"));
+      assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
+      server.setWatchMode("normal");
+      await until("the API server is back", () => told.includes("apiserver back"));
+    });
+  });
 }
