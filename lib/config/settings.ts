@@ -195,7 +195,8 @@ export const SETTINGS = {
     kind: timeout,
     field: "refreshIntervalMs",
     default: "1m",
-    help: "how often secrets and configmaps are fetched again (also whenever a manifest changes)",
+    help:
+      "how often secrets and configmaps not watched are fetched again (also whenever a manifest changes)",
   }),
   resyncInterval: setting({
     flag: "resync-interval",
