@@ -232,7 +232,7 @@ for (const transport of TRANSPORTS) {
   });
 
   for (const mode of ["forbidden", "method-not-allowed"] as const) {
-    Deno.test(`watches refused (${mode}): pods and objects are asked with plain GETs (${transport})`, async () => {
+    Deno.test(`watches refused (${mode}): pods and objects are asked with plain GETs, and watched again later (${transport})`, async () => {
       await withWatchingClient(transport, async ({ server, client }) => {
         server.setWatchMode(mode);
         server.setPods([onNode("kube-system/etcd")]);
@@ -248,7 +248,12 @@ for (const transport of TRANSPORTS) {
         });
         assertEquals(server.requestsByVerb().get, gets + 1);
         assertEquals(client.objectVersion?.(ref), undefined);
-      });
+
+        // Asked again later: once the server allows watches, they are used.
+        server.setWatchMode("normal");
+        await until("the pods watched", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+        await until("the secret watched", () => client.objectVersion?.(ref) !== undefined);
+      }, { watch: { retryRefusedMs: 200 } });
     });
   }
 
