@@ -268,6 +268,8 @@ export class ListWatch<T> {
         },
         event: onEvent,
         ended: (failure) => {
+          // 410 as the answer's status (as older servers send it) is an ERROR event's 410.
+          if (failure?.status === 410) return end({ kind: "expired" });
           if (failure) return end({ kind: "failed", failure, delivered });
           // As client-go: a watch ended at once with nothing in it is no watch, or a server (or
           // something in front of it) that ends every watch would be asked again and again.
