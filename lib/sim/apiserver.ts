@@ -15,13 +15,14 @@ import type { SimCa } from "./pki.ts";
 
 /** How the server answers a watch: "silent" opens it and then never writes, nor ends it;
  *  "end-at-once" ends it as soon as it is open, with nothing in it (as a proxy that cuts long
- *  requests may). */
+ *  requests may); "gone" answers 410 Gone, as older servers answer a version too old. */
 export type SimWatchMode =
   | "normal"
   | "forbidden"
   | "method-not-allowed"
   | "silent"
-  | "end-at-once";
+  | "end-at-once"
+  | "gone";
 
 /** Requests received so far, by what they asked. */
 export interface RequestsByVerb {
@@ -320,6 +321,7 @@ export async function startSimApiServer(
     if (watchMode === "method-not-allowed") {
       return status(405, "MethodNotAllowed", "the server does not allow this method");
     }
+    if (watchMode === "gone") return status(410, "Gone", "too old resource version");
     const from = request.query.get("resourceVersion") ?? "";
     const fromRevision = Number(from);
     const timeoutText = request.query.get("timeoutSeconds");

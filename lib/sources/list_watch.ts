@@ -176,8 +176,12 @@ export class ListWatch<T> {
           mustList = true;
           break;
         case "expired":
+          // Listed again at once; again and again (a server that expires every version) only
+          // after a back-off.
           this.#usable = false;
           mustList = true;
+          failures++;
+          await this.#wait(backoffMs(failures));
           break;
         case "failed":
           if (isRefusal(end.failure)) {

@@ -345,4 +345,17 @@ for (const transport of TRANSPORTS) {
       await until("the API server is back", () => told.includes("apiserver back"));
     });
   });
+
+  Deno.test(`a watch answered 410 Gone lists again, as the ERROR event does (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const lists = server.requestsByVerb().list;
+      server.setWatchMode("gone");
+      server.closeWatches("drop");
+      await until("listed again", () => server.requestsByVerb().list > lists);
+      server.setWatchMode("normal");
+      await until("in sync again", () => server.watchesOpen() === 1);
+      await until("served", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+    });
+  });
 }
