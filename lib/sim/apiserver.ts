@@ -57,9 +57,10 @@ export interface SimApiServer extends PeerControl {
    *  resourceVersion is then answered 410 Expired. */
   compact(): void;
   setWatchMode(mode: SimWatchMode): void;
-  /** "end": every open watch ends cleanly, as at its timeout (a last bookmark to those that
-   *  allowed them); "drop": their connections are dropped, as when the API server dies. */
-  closeWatches(how: "end" | "drop"): void;
+  /** "end": every open watch (of `resource`, if given) ends cleanly, as at its timeout (a last
+   *  bookmark to those that allowed them); "drop": their connections are dropped, as when the
+   *  API server dies. */
+  closeWatches(how: "end" | "drop", resource?: "pods" | "secrets" | "configmaps"): void;
   watchesOpen(): number;
   requestsByVerb(): RequestsByVerb;
   close(): Promise<void>;
@@ -496,8 +497,9 @@ export async function startSimApiServer(
     setWatchMode(mode: SimWatchMode) {
       watchMode = mode;
     },
-    closeWatches(how: "end" | "drop") {
+    closeWatches(how: "end" | "drop", resource?: Resource) {
       for (const watcher of [...watchers]) {
+        if (resource !== undefined && watcher.resource !== resource) continue;
         if (how === "end") watcher.end();
         else watcher.out.drop();
       }

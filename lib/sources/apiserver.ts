@@ -254,8 +254,17 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   // Over HTTP/2 where fetch can do what the kubeconfig asks: one connection for every watch.
   // Otherwise HTTP/1.1: watches last, so their connections are their own, one per watch, kept
   // between watches (a watch the server ended hands its connection to the next).
-  const client = createWatchClient(target);
-  const via = client ? { client } : { pool: new ConnectionPool(Infinity) };
+  let client = createWatchClient(target);
+  const pool = client ? undefined : new ConnectionPool(Infinity);
+  /** A watch of the node's pods silent past its timeout: every watch is asked again at once, on
+   *  a new connection, as the one they share may be dead without having said so (fetch keeps an
+   *  HTTP/2 connection, and sends no pings, until the kernel gives up on it). */
+  const renew = () => {
+    const old = client;
+    client = createWatchClient(target);
+    objects.rewatchAll();
+    old?.close();
+  };
   const random = settings.random ?? Math.random;
   const pick = ([min, max]: readonly [number, number]) => Math.floor(min + (max - min) * random());
   const changes = settings.changes;
@@ -272,7 +281,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
         watchAsUser(
           target,
           creds,
-          via,
+          client ? { client } : { pool },
           `${collection}&watch=true&allowWatchBookmarks=true&resourceVersion=${
             encodeURIComponent(version)
           }&timeoutSeconds=${timeoutSeconds}`,
@@ -289,6 +298,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     // client-go's reflector: its minimum watch timeout (5 min) times 1 to 2.
     timeoutSeconds: () => pick(settings.podWatchSeconds ?? [300, 600]),
     resyncMs: settings.resyncMs,
+    silent: renew,
     changed: () => changes.emit("pod changed"),
     reachability: (state) => changes.emit(state === "lost" ? "apiserver lost" : "apiserver back"),
   });

@@ -35,6 +35,9 @@ export interface ListWatchOptions<T> {
   resyncMs?: number;
   /** After a 403 or 405 (watches refused), the next try this much later. */
   retryRefusedMs: number;
+  /** A watch was taken for broken because it stayed silent past its timeout: the connection
+   *  under it may be dead without having said so. */
+  silent?(): void;
   /** The items changed (an event added, changed or deleted one, or a list differed). */
   changed(): void;
   /** The server could not be followed (`lost`: a failed watch could not be resumed, or a list
@@ -112,6 +115,12 @@ export class ListWatch<T> {
   /** The server refuses to be watched (403, 405): retried later. */
   get refused(): boolean {
     return this.#refused;
+  }
+
+  /** Ends the watch under way, or the wait for the next, to watch again at once from the last
+   *  version: on another connection, when the one it used may be dead. */
+  rewatch(): void {
+    this.#interrupt?.();
   }
 
   close(): void {
@@ -242,7 +251,7 @@ export class ListWatch<T> {
         this.#watch = undefined;
         resolve(how);
       };
-      const silence = setTimeout(() =>
+      const silence = setTimeout(() => {
         end({
           kind: "failed",
           delivered: false,
@@ -252,7 +261,9 @@ export class ListWatch<T> {
             message: `watch open past its ${timeoutSeconds} s timeout: taken for broken`,
             problem: "watch silent past its timeout",
           },
-        }), timeoutSeconds * 1000 + opts.silenceMarginMs);
+        });
+        opts.silent?.();
+      }, timeoutSeconds * 1000 + opts.silenceMarginMs);
       const resync = opts.resyncMs === undefined ? undefined : setTimeout(
         () => end({ kind: "resync" }),
         Math.max(0, listedAt + opts.resyncMs - Date.now()),

@@ -62,6 +62,11 @@ export class ObjectWatches {
     }
   }
 
+  /** Every object is watched again at once from its last version. */
+  rewatchAll(): void {
+    for (const watch of this.#watches.values()) watch.rewatch();
+  }
+
   /** How many objects are watched (or tried). */
   get size(): number {
     return this.#watches.size;

@@ -193,11 +193,21 @@ for (const transport of TRANSPORTS) {
 
   Deno.test(`a watch silent past its timeout and margin is broken; one that cannot be resumed loses the API server (${transport})`, async () => {
     await withWatchingClient(transport, async ({ server, client, told }) => {
-      await until("the watch is open", () => server.watchesOpen() === 1);
+      const secret = { kind: "secret", namespace: "kube-system", name: "etcd-certs" } as const;
+      client.watchObjects?.([secret]);
+      await until("the watches are open", () => server.watchesOpen() === 2);
+      const objectWatches = () =>
+        server.requests.filter((r) => r.target.includes("secrets?") && r.target.includes("watch"))
+          .length;
       server.setWatchMode("silent");
-      server.closeWatches("end");
+      // Only the pods' watch ends: the secret's (asked for an hour or more) stays open.
+      server.closeWatches("end", "pods");
+      assertEquals(objectWatches(), 1);
+      await until("the pods' watch again", () => server.watchesOpen() === 2);
       await until("the API server is lost", () => told.includes("apiserver lost"));
       assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
+      // The silence may be a dead connection: the other watches were asked again too.
+      assert(objectWatches() >= 2, `${objectWatches()} watches of the secret`);
 
       server.setWatchMode("normal");
       server.closeWatches("end");
