@@ -85,7 +85,6 @@ export class ListWatch<T> {
   #version = "";
   #usable = false;
   #listed = false;
-  #refused = false;
   #lost = false;
   #stopped = false;
   #watch: Watch | undefined;
@@ -105,16 +104,6 @@ export class ListWatch<T> {
   /** One item by key, on the same terms; null: followed, and there is none. */
   item(key: string): T | null | undefined {
     return this.#usable ? this.#items.get(key) ?? null : undefined;
-  }
-
-  /** The last resourceVersion heard (a list's, an event's, a bookmark's). */
-  get version(): string {
-    return this.#version;
-  }
-
-  /** The server refuses to be watched (403, 405): retried later. */
-  get refused(): boolean {
-    return this.#refused;
   }
 
   /** Ends the watch under way, or the wait for the next, to watch again at once from the last
@@ -211,9 +200,9 @@ export class ListWatch<T> {
     }
   }
 
+  /** Watches refused (403, 405): the caller asks with plain requests until the next try. */
   async #refusal() {
     this.#usable = false;
-    this.#refused = true;
     await this.#wait(this.#opts.retryRefusedMs);
   }
 
@@ -277,10 +266,7 @@ export class ListWatch<T> {
         else delivered = true;
       };
       this.#watch = opts.watch(this.#version, timeoutSeconds, {
-        opened: () => {
-          this.#refused = false;
-          this.#setUsable(true);
-        },
+        opened: () => this.#setUsable(true),
         event: onEvent,
         ended: (failure) => {
           // 410 as the answer's status (as older servers send it) is an ERROR event's 410.
