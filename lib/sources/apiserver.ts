@@ -241,10 +241,11 @@ function objectCollectionPath(ref: ObjectRef): string {
 /**
  * The timeout asked for each object's watch, [min, max) seconds: an hour or two, and longer
  * with more objects, so that renewing them all costs at most about 1.3 requests a minute
- * however many there are (2 × 60 / 90 on average). The API server honours any timeout a
- * client asks for (without one, it picks 30 to 60 minutes).
+ * however many there are (from 120 objects on, N watches each renewed every 45 N s on
+ * average). The API server honours any timeout a client asks for (without one, it picks 30 to
+ * 60 minutes).
  */
-export function objectWatchSeconds(watched: number): [number, number] {
+function objectWatchSeconds(watched: number): [number, number] {
   const min = Math.max(3600, 30 * watched);
   return [min, 2 * min];
 }
