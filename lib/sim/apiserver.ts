@@ -1,7 +1,8 @@
 /**
  * A simulated API server for the demo node and end-to-end tests: real HTTPS with client
- * certificates, the real JSON of the few v1 endpoints the agent uses (lists, objects, Status
- * errors), state set by the caller, and the failures of an outage (see lib/sim/peer.ts).
+ * certificates (HTTP/2 or HTTP/1.1, as the client offers), the real JSON of the few v1 endpoints
+ * the agent uses (lists, objects, watches, Status errors), one revision for every object as
+ * etcd keeps it, state set by the caller, and the failures of an outage (see lib/sim/peer.ts).
  */
 import type { Pod } from "../core/pod.ts";
 import {
@@ -73,7 +74,8 @@ export interface SimApiServerOptions {
   eventWindow?: number;
   /** Stands in for Math.random where the server picks a watch's timeout. */
   random?: () => number;
-  /** HTTP/2 to clients that offer it, as the real API server speaks. */
+  /** HTTP/2 to clients that offer it (ALPN), as the real API server; default true. false:
+   *  HTTP/1.1 only, as an API server behind a proxy that does not speak HTTP/2. */
   http2?: boolean;
 }
 
@@ -423,7 +425,7 @@ export async function startSimApiServer(
 
   const peer = await startSimPeer({
     tls: { certPem: serving.certPem, keyPem: serving.keyPem, clientCaPem: ca.certPem },
-    http2: options.http2,
+    http2: options.http2 ?? true,
     handle,
     failure,
   });
