@@ -47,6 +47,8 @@ export interface Watch {
 const MAX_LINE_BYTES = 16 * 1024 * 1024;
 /** Enough of an error body to quote a Kubernetes Status message. */
 const ERROR_BODY_BYTES = 16 * 1024;
+/** What one read of a watch over fetch takes at most: an event may take several. */
+const READ_BYTES = 4 * 1024;
 
 type Fail = (kind: FailureKind, detail: string, status?: number, problem?: string) => void;
 
@@ -320,16 +322,23 @@ function overFetch(
       statusMessage: response.statusText,
       contentType: response.headers.get("content-type") ?? "none",
     });
-    const reader = response.body?.getReader();
+    // Read into a small buffer of our own, used again and again: a default reader holds a
+    // fresh 64 KiB buffer for every read under way, which is most of what a watch costs when
+    // hundreds wait at once.
+    const reader = response.body?.getReader({ mode: "byob" });
+    let buffer = new ArrayBuffer(READ_BYTES);
     try {
       for (;;) {
-        const chunk = await reader?.read() ?? { done: true, value: undefined };
+        const chunk = reader
+          ? await reader.read(new Uint8Array(buffer))
+          : { done: true as const, value: undefined };
         if (abort.signal.aborted) return;
         if (chunk.done) {
           if (body.end()) finish(undefined, true);
           return;
         }
         body.chunk(chunk.value);
+        buffer = chunk.value.buffer as ArrayBuffer;
       }
     } catch {
       if (!abort.signal.aborted) body.cut();

@@ -368,4 +368,18 @@ for (const transport of TRANSPORTS) {
       await until("served", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
     });
   });
+
+  Deno.test(`an event many reads long arrives whole (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const big = onNode("kube-system/etcd");
+      big.metadata.annotations = { note: "é".repeat(100_000) };
+      server.setPods([big]);
+      await until("the pod arrives", () => client.watchedNodePods?.(NODE_NAME)?.length === 1);
+      assertEquals(
+        client.watchedNodePods?.(NODE_NAME),
+        value(await client.listNodePods(NODE_NAME)),
+      );
+    });
+  });
 }
