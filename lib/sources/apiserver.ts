@@ -266,6 +266,9 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     objects.rewatchAll();
     old?.close();
   };
+  // The watches' lists have connections of their own: a thousand objects listed at once must
+  // not queue a pass's own requests (its fresh list of pods above all) behind them.
+  const listTarget = { ...target, connections: new ConnectionPool(API_SERVER_CONNECTIONS) };
   const random = settings.random ?? Math.random;
   const pick = ([min, max]: readonly [number, number]) => Math.floor(min + (max - min) * random());
   const changes = settings.changes;
@@ -277,7 +280,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
       & Partial<ListWatchOptions<T>>,
   ): ListWatch<T> {
     return new ListWatch<T>({
-      list: () => getAsUser(target, creds, { path: collection, schema: list }),
+      list: () => getAsUser(listTarget, creds, { path: collection, schema: list }),
       watch: (version, timeoutSeconds, on) =>
         watchAsUser(
           target,
