@@ -151,11 +151,6 @@ const WatchedSecretSchema = z.looseObject({ metadata: WatchedMetaSchema, ...SECR
 const WatchedConfigMapSchema = z.looseObject({ metadata: WatchedMetaSchema, ...CONFIGMAP_FIELDS })
   .transform((configMap) => watched(configMap.metadata, configMapFiles(configMap)));
 
-const WATCHED: Record<ObjectRef["kind"], { resource: string; item: z.ZodType<WatchedObject> }> = {
-  secret: { resource: "secrets", item: WatchedSecretSchema },
-  configMap: { resource: "configmaps", item: WatchedConfigMapSchema },
-};
-
 function objectListSchema(item: z.ZodType<WatchedObject>): z.ZodType<Listed<WatchedObject>> {
   return z.looseObject({ metadata: ListMetaSchema, items: z.array(item).nullable() })
     .transform((list) => ({
@@ -163,6 +158,30 @@ function objectListSchema(item: z.ZodType<WatchedObject>): z.ZodType<Listed<Watc
       resourceVersion: list.metadata.resourceVersion,
     }));
 }
+
+interface WatchedKind {
+  resource: string;
+  list: z.ZodType<Listed<WatchedObject>>;
+  /** An object of an event as an item; undefined when it is not one. */
+  parse(object: unknown): WatchedObject | undefined;
+}
+
+function watchedKind(resource: string, item: z.ZodType<WatchedObject>): WatchedKind {
+  return {
+    resource,
+    list: objectListSchema(item),
+    parse(object) {
+      const parsed = item.safeParse(object);
+      return parsed.success ? parsed.data : undefined;
+    },
+  };
+}
+
+/** Made once: a schema per watch would be most of what a watch keeps in memory. */
+const WATCHED: Record<ObjectRef["kind"], WatchedKind> = {
+  secret: watchedKind("secrets", WatchedSecretSchema),
+  configMap: watchedKind("configmaps", WatchedConfigMapSchema),
+};
 
 /**
  * Connections the API server client opens at once. The agent fetches objects for 8 checkpoints
@@ -227,6 +246,7 @@ function watchAsUser(
 }
 
 const podKey = (pod: Pod) => `${pod.metadata.namespace}/${pod.metadata.name}`;
+const objectName = (object: WatchedObject) => object.name;
 
 function nodePodsPath(nodeName: string): string {
   return `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}`;
@@ -307,13 +327,10 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     reachability: (state) => changes.emit(state === "lost" ? "apiserver lost" : "apiserver back"),
   });
   const objects: ObjectWatches = new ObjectWatches((ref) => {
-    const item = WATCHED[ref.kind].item;
-    return listWatch(objectCollectionPath(ref), objectListSchema(item), {
-      item: (object) => {
-        const parsed = item.safeParse(object);
-        return parsed.success ? parsed.data : undefined;
-      },
-      key: (object) => object.name,
+    const kind = WATCHED[ref.kind];
+    return listWatch(objectCollectionPath(ref), kind.list, {
+      item: kind.parse,
+      key: objectName,
       timeoutSeconds: (): number =>
         pick(settings.objectWatchSeconds ?? objectWatchSeconds(objects.size)),
       changed: () => changes.emit(`${ref.kind === "secret" ? "secret" : "configmap"} changed`),
