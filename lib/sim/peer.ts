@@ -289,6 +289,9 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
     // A client that gives up mid-handshake is its business, not the simulation's.
     created.on("tlsClientError", () => {});
     created.on("clientError", (_e, socket) => socket.destroy());
+    // So is an HTTP/2 client that resets its streams or drops the connection as it exits.
+    created.on("session", (session: http2.Http2Session) => session.on("error", () => {}));
+    created.on("stream", (stream: http2.Http2Stream) => stream.on("error", () => {}));
     return created;
   }
 
