@@ -51,7 +51,12 @@ type Transport = typeof TRANSPORTS[number];
 async function withWatchingClient(
   transport: Transport,
   fn: (f: Fixture) => Promise<void>,
-  options: { server?: SimApiServerOptions; watch?: Partial<WatchSettings> } = {},
+  options: {
+    server?: SimApiServerOptions;
+    watch?: Partial<WatchSettings>;
+    /** The API server's timeout (apiTimeout): the headers of a watch, a whole list. */
+    timeoutMs?: number;
+  } = {},
 ): Promise<void> {
   const cluster = await simCluster();
   const server = await startSimApiServer(cluster.ca, {
@@ -73,7 +78,7 @@ async function withWatchingClient(
       changes.subscribe((reason) => told.push(reason));
       // The node's environment: proxies that answer nothing, loopback exempted.
       const env = { HTTPS_PROXY: DEAD_PROXY, HTTP_PROXY: DEAD_PROXY, NO_PROXY: "" };
-      const client = createApiServerClient(loaded.credentials, 5_000, env, {
+      const client = createApiServerClient(loaded.credentials, options.timeoutMs ?? 5_000, env, {
         nodeName: NODE_NAME,
         changes,
         resyncMs: 600_000,
@@ -216,7 +221,7 @@ for (const transport of TRANSPORTS) {
     }, { watch: { podWatchSeconds: [1, 1], silenceMarginMs: 100 } });
   });
 
-  for (const fault of ["html", "truncated", "server-error"] as const) {
+  for (const fault of ["html", "truncated", "server-error", "hang"] as const) {
     Deno.test(`a watch answered ${fault} breaks it: the API server is lost, never "no pods" (${transport})`, async () => {
       await withWatchingClient(transport, async ({ server, client, told }) => {
         server.setPods([onNode("kube-system/etcd")]);
@@ -226,7 +231,7 @@ for (const transport of TRANSPORTS) {
         await until("the API server is lost", () => told.includes("apiserver lost"));
         assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
         assert(!(await client.listNodePods(NODE_NAME)).ok);
-      });
+      }, { timeoutMs: 500 });
     });
   }
 
