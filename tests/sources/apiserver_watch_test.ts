@@ -221,7 +221,7 @@ for (const transport of TRANSPORTS) {
     }, { watch: { podWatchSeconds: [1, 1], silenceMarginMs: 100 } });
   });
 
-  for (const fault of ["html", "truncated", "server-error", "hang"] as const) {
+  for (const fault of ["html", "truncated", "wrong-kind", "server-error", "hang"] as const) {
     Deno.test(`a watch answered ${fault} breaks it: the API server is lost, never "no pods" (${transport})`, async () => {
       await withWatchingClient(transport, async ({ server, client, told }) => {
         server.setPods([onNode("kube-system/etcd")]);
