@@ -238,6 +238,8 @@ export function openWatch(
   release = via.client
     ? overFetch(target, path, bearerToken, via.client, started, fail, finish)
     : overNodeHttp(target, path, bearerToken, via.pool, started, fail, finish);
+  // Failed as it started, before what frees its connection was known.
+  if (over) release(false);
   return {
     close() {
       if (over) return;
