@@ -111,6 +111,8 @@ export async function runCommand(args: string[]): Promise<number> {
   const log = createLogger();
   const sources = await connectNode(config, {
     log,
+    // A daemon watches the API server; a single pass asks it.
+    watch: !once,
     onReload: (files) =>
       log.info("kubeconfig or certificates changed: API server and kubelet clients rebuilt", {
         files,
@@ -147,6 +149,7 @@ export async function runCommand(args: string[]): Promise<number> {
       await lock.release();
     }
   } finally {
+    sources.close?.();
     sources.runtime.close();
   }
 }

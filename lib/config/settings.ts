@@ -196,7 +196,15 @@ export const SETTINGS = {
     kind: timeout,
     field: "refreshIntervalMs",
     default: "1m",
-    help: "how often secrets and configmaps are fetched again (also whenever a manifest changes)",
+    help:
+      "how often secrets and configmaps not watched are fetched again (also whenever a manifest changes)",
+  }),
+  resyncInterval: setting({
+    flag: "resync-interval",
+    kind: timeout,
+    field: "resyncIntervalMs",
+    default: "10m",
+    help: "how often the daemon lists this node's pods again although its watch is open",
   }),
   startTimeout: setting({
     flag: "start-timeout",

@@ -52,6 +52,7 @@ import {
 } from "../disk/pod_files.ts";
 import { VerifiedFiles } from "../disk/verified_files.ts";
 import type { ApiServerClient } from "../sources/apiserver.ts";
+import type { ObjectRef } from "../sources/object_watches.ts";
 import type { FailureKind } from "../sources/types.ts";
 import type { Logger } from "../util/log.ts";
 import { type Lineage, sameDirIn, versionsInPlace } from "./lineage.ts";
@@ -118,6 +119,18 @@ function originNow(parent: Pod, now: Instant, inheritedFrom?: StoredOrigin["inhe
   };
 }
 
+/** The secrets and configmaps a checkpoint's volumes take their files from. */
+function objectRefs(
+  namespace: string,
+  volumes: ReturnType<typeof sanitizeCheckpoint>["volumes"],
+): ObjectRef[] {
+  return volumes.flatMap((volume) =>
+    volume.sources.flatMap((source) =>
+      source.kind === "literal" ? [] : [{ kind: source.kind, namespace, name: source.name }]
+    )
+  );
+}
+
 /** What one pass's refresh of secrets and configmaps has learnt so far. */
 interface Refresh {
   apiUnavailable: boolean;
@@ -174,6 +187,8 @@ export class CheckpointWriter {
    * this process only: after a restart the wait starts again, which only delays a promotion.
    */
   readonly #candidates = new Map<string, WatchedCandidate>();
+  /** Per parent: the objects it needs, and their versions when its files were last stored. */
+  readonly #objects = new Map<string, { refs: ObjectRef[]; versions?: string }>();
 
   constructor(opts: CheckpointWriterOptions) {
     this.#opts = opts;
@@ -226,7 +241,7 @@ export class CheckpointWriter {
         }
         const last = this.#refreshedAt.get(id);
         const refreshDue = last === undefined ||
-          now - last >= millisToDuration(config.refreshIntervalMs);
+          now - last >= millisToDuration(config.refreshIntervalMs) || this.#objectsChanged(id);
         // The manifest is made from the parent alone: the same parent, and a file untouched
         // since it was last checked, mean nothing to do until the refresh falls due. A
         // candidate also waits on time, so it is looked at on every pass.
@@ -263,9 +278,11 @@ export class CheckpointWriter {
       // stays whatever happens to the parent; the planner decides about that.
       await writes.attempt(report, "checkpoint", id, () => this.#discard(id, "parent not seen"));
     }
-    for (const memory of [this.#refreshedAt, this.#warned]) {
+    for (const memory of [this.#refreshedAt, this.#warned, this.#objects]) {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
+    // The objects the checkpoints need are watched, and no others.
+    this.#opts.apiServer.watchObjects?.([...this.#objects.values()].flatMap((o) => o.refs));
     this.#checkedManifests.retain(
       new Set(ids.flatMap((id) => {
         const file = names.names.get(id);
@@ -351,10 +368,13 @@ export class CheckpointWriter {
     written: boolean,
   ): Promise<void> {
     if (!(work.refreshDue || written) || !work.apiAvailable) return;
+    const refs = objectRefs(work.parent.metadata.namespace, sanitized.volumes);
+    const versions = this.#versionsOf(refs);
     const complete = await this.#storeFiles(work, sanitized, version);
     // Retry next pass unless everything was fetched and written.
     if (complete) this.#refreshedAt.set(work.id, work.now);
     else this.#refreshedAt.delete(work.id);
+    this.#objects.set(work.id, { refs, ...(complete ? { versions } : {}) });
   }
 
   /** Fetches and writes one version's files; true when every one was fetched and stored. */
@@ -559,6 +579,21 @@ export class CheckpointWriter {
       }
     }
     return { data, complete };
+  }
+
+  /** The versions of watched objects, one string; undefined while one is not known. */
+  #versionsOf(refs: readonly ObjectRef[]): string | undefined {
+    const versions = refs.map((ref) => this.#opts.apiServer.objectVersion?.(ref));
+    return versions.every((v) => v !== undefined) ? versions.join(" ") : undefined;
+  }
+
+  /** The watches know versions of the parent's objects other than those its files were stored
+   *  from (or stored before they were watched): the files are refreshed, from the watches. */
+  #objectsChanged(id: string): boolean {
+    const known = this.#objects.get(id);
+    if (known === undefined) return false;
+    const now = this.#versionsOf(known.refs);
+    return now !== undefined && now !== known.versions;
   }
 
   /** What a parent's checkpoint cannot copy, logged when it is first seen or changes. */

@@ -6,13 +6,13 @@
 import type { Config } from "../config/types.ts";
 import type { ManifestListing } from "../core/manifest_names.ts";
 import type { PassInput } from "../core/pass.ts";
-import { inNamespaces, type Pod } from "../core/pod.ts";
+import { inNamespaces, isCheckpoint, type Pod, podId } from "../core/pod.ts";
 import type { CheckpointState } from "../core/state.ts";
 import { type Clock, millisToDuration } from "../core/time.ts";
 import { manifestCache, manifestIndex, readManifestDir } from "../disk/manifests.ts";
 import type { RunningPod } from "../sources/cri.ts";
 import type { NodeSources } from "../sources/node.ts";
-import type { SourceFailure, SourceResult } from "../sources/types.ts";
+import { type SourceFailure, type SourceResult, succeeded } from "../sources/types.ts";
 import { stateOfRecord, type StatusRecord } from "../store/status_record.ts";
 import { readStatusRecords } from "../store/status_store.ts";
 
@@ -60,6 +60,24 @@ function valueOr<T>(result: SourceResult<T>, failures: SourceFailure[]): T | und
   return undefined;
 }
 
+/**
+ * At rest: every parent the agent checkpoints runs on this node (as the runtime says), in the
+ * inactive state, and no checkpoint is in the static-pod dir. Then what the API server says of
+ * the parents decides nothing that cannot wait for the next change of it.
+ */
+export function atRest(
+  tracked: ReadonlyMap<string, CheckpointState>,
+  running: readonly RunningPod[] | undefined,
+  staticPods: readonly Pod[],
+): boolean {
+  if (running === undefined || staticPods.some(isCheckpoint)) return false;
+  const runningIds = new Set(running.map((r) => podId(runningAsPod(r))));
+  for (const [id, state] of tracked) {
+    if (state.name !== "inactive" || !runningIds.has(id)) return false;
+  }
+  return true;
+}
+
 export class Observer {
   /** Both manifest directories as last read: an unchanged file is not read and parsed again. */
   readonly #manifestCaches = { active: manifestCache(), inactive: manifestCache() };
@@ -70,18 +88,23 @@ export class Observer {
     private readonly clock: Clock,
   ) {}
 
-  /** Asks every source at once. */
+  /** Asks every source at once; the API server itself only when its watch cannot answer. */
   async observe(readTracked: TrackedStateReader): Promise<Observation> {
     const { config, sources } = this;
     const now = this.clock.now();
-    const [api, kubelet, runtime, active, inactive, tracked] = await Promise.all([
-      sources.apiServer.listNodePods(config.nodeName),
+    // Without a watch in sync, only the API server can tell: asked with the others.
+    const listing = sources.apiServer.watchedNodePods?.(config.nodeName) === undefined
+      ? sources.apiServer.listNodePods(config.nodeName)
+      : undefined;
+    const [kubelet, runtime, active, inactive, tracked] = await Promise.all([
       sources.kubelet.listPods(),
       sources.runtime.listRunningPods(),
       readManifestDir(config.staticPodDir, this.#manifestCaches.active),
       readManifestDir(config.inactiveDir, this.#manifestCaches.inactive),
       readTracked(),
     ]);
+    const api = await (listing ??
+      this.#watchedOrListed(tracked, runtime.ok ? runtime.value : undefined, active.pods));
     const failures: SourceFailure[] = [];
     const keep = inNamespaces(config.namespaces);
     const apiPods = valueOr(api, failures);
@@ -109,5 +132,24 @@ export class Observer {
       manifestProblems: [...active.problems, ...inactive.problems],
       manifestFiles: { active: manifestIndex(active), inactive: manifestIndex(inactive) },
     };
+  }
+
+  /**
+   * The node's pods from the watch, at rest only; otherwise from a fresh list (a quorum read).
+   * An API server whose etcd is gone may keep its watches open from its cache while every list
+   * fails with 503: answering from the watch then would vouch for an etcd that is not running,
+   * its checkpoint would never be activated, and the control plane would never come back.
+   */
+  #watchedOrListed(
+    tracked: ReadonlyMap<string, CheckpointState>,
+    running: readonly RunningPod[] | undefined,
+    staticPods: readonly Pod[],
+  ): Promise<SourceResult<Pod[]>> {
+    const { config, sources } = this;
+    const watched = sources.apiServer.watchedNodePods?.(config.nodeName);
+    if (watched !== undefined && atRest(tracked, running, staticPods)) {
+      return Promise.resolve(succeeded(watched));
+    }
+    return sources.apiServer.listNodePods(config.nodeName);
   }
 }

@@ -14,7 +14,7 @@ import type { Config } from "../config/types.ts";
 import { configAsYamlSettings, defaultConfig } from "../config/load.ts";
 import { asArray, type Json } from "../core/json.ts";
 import { type Pod, podId } from "../core/pod.ts";
-import { type SimApiServer, startSimApiServer } from "./apiserver.ts";
+import { type SimApiServer, type SimApiServerOptions, startSimApiServer } from "./apiserver.ts";
 import { SimClock } from "./clock.ts";
 import { type ControlPlane, controlPlane } from "./control_plane.ts";
 import { CriSimServer } from "./cri_server.ts";
@@ -46,6 +46,8 @@ export interface SimNodeOptions {
    * API server's parent, or its copy) runs. Unset, it answers whenever the control plane is up.
    */
   apiServerLabels?: Record<string, string>;
+  /** How the API server serves (HTTP/2, bookmarks, the events it keeps). */
+  apiServer?: SimApiServerOptions;
 }
 
 /** The kubelet acts at least this often while time passes: its pod lifecycle relist period. */
@@ -156,7 +158,7 @@ export class SimNode {
         await Deno.mkdir(join(root, dir), { recursive: true });
       }
       const ca = await createSimCa();
-      const apiServer = await startSimApiServer(ca);
+      const apiServer = await startSimApiServer(ca, options.apiServer);
       const kubelet = await startSimKubelet({
         nodeName,
         clientCaPem: ca.certPem,

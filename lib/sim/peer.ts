@@ -8,6 +8,7 @@
  * needs an accepted bearer token, or it is answered 401.
  */
 import http from "node:http";
+import http2 from "node:http2";
 import https from "node:https";
 import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
@@ -46,10 +47,23 @@ export interface PeerRequest {
   query: URLSearchParams;
 }
 
-/** An object is sent as JSON, a string as text/plain. */
+/** An answer written as things happen (a watch): one JSON value per line, as chunks. */
+export interface PeerStream {
+  write(value: unknown): void;
+  /** Ends the answer cleanly: the connection stays open for the next request. */
+  end(): void;
+  /** Drops the connection, as a server that dies does. */
+  drop(): void;
+  /** Told once when the answer is over, whichever side ended it. */
+  onClose(listener: () => void): void;
+}
+
+/** An object is sent as JSON, a string as text/plain; with `stream`, the body is not sent. */
 export interface PeerResponse {
   status: number;
   body: unknown;
+  /** Writes the answer after its headers, for as long as it lasts. */
+  stream?: (out: PeerStream) => void;
 }
 
 export interface RecordedRequest {
@@ -74,6 +88,8 @@ export interface SimPeerOptions {
   host?: "127.0.0.1" | "::1";
   /** Unset: plain HTTP and no authentication (a kubelet's read-only port). */
   tls?: PeerTls;
+  /** With tls: HTTP/2 to clients that offer it, HTTP/1.1 to the others. */
+  http2?: boolean;
   handle(request: PeerRequest): PeerResponse;
   /** The answer to a request that failed authentication (401) or that a fault answers. */
   failure(fault: "server-error" | "unauthorized" | "forbidden", request: PeerRequest): PeerResponse;
@@ -104,12 +120,54 @@ export interface SimPeer extends PeerControl {
   close(): Promise<void>;
 }
 
+/** The start of a watch event, where a "truncated" fault cuts a stream. */
+const CUT_EVENT = '{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"na';
+
+/** Chunked, as Go's server sends a watch: no Content-Length, each value flushed as written. */
+function sendStream(
+  res: http.ServerResponse,
+  response: PeerResponse & { stream: (out: PeerStream) => void },
+  cutHalfway: boolean,
+): void {
+  res.writeHead(response.status, { "content-type": "application/json" });
+  res.flushHeaders();
+  if (cutHalfway) {
+    res.write(CUT_EVENT, () => res.socket?.destroy());
+    return;
+  }
+  let over = false;
+  const listeners: (() => void)[] = [];
+  const closed = () => {
+    if (over) return;
+    over = true;
+    for (const listener of listeners) listener();
+  };
+  res.on("close", closed);
+  response.stream({
+    write: (value) => {
+      if (!over) res.write(`${JSON.stringify(value)}\n`);
+    },
+    end: () => {
+      if (!over) res.end();
+      closed();
+    },
+    drop: () => {
+      res.socket?.destroy();
+      closed();
+    },
+    onClose: (listener) => listeners.push(listener),
+  });
+}
+
 /** `cutHalfway`: send half the body, then close the connection. */
 function send(
   res: http.ServerResponse,
   response: PeerResponse,
   options: { contentType?: string; cutHalfway?: boolean } = {},
 ): void {
+  if (response.stream) {
+    return sendStream(res, { ...response, stream: response.stream }, options.cutHalfway ?? false);
+  }
   const text = typeof response.body === "string";
   const payload = new TextEncoder().encode(
     text ? response.body as string : JSON.stringify(response.body),
@@ -204,14 +262,21 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
   }
 
   function createServer(): http.Server {
-    const created = options.tls
-      ? https.createServer({
-        cert: options.tls.certPem,
-        key: options.tls.keyPem,
-        ca: options.tls.clientCaPem,
-        requestCert: true,
-        rejectUnauthorized: false,
-      }, onRequest)
+    const tls = options.tls && {
+      cert: options.tls.certPem,
+      key: options.tls.keyPem,
+      ca: options.tls.clientCaPem,
+      requestCert: true,
+      rejectUnauthorized: false,
+    };
+    // HTTP/2 where the client offers it (ALPN), HTTP/1.1 otherwise, as Go's servers do.
+    const created = tls && options.http2
+      ? http2.createSecureServer(
+        { ...tls, allowHTTP1: true },
+        onRequest as unknown as Parameters<typeof http2.createSecureServer>[1],
+      ) as unknown as http.Server
+      : tls
+      ? https.createServer(tls, onRequest)
       : http.createServer(onRequest);
     created.on("connection", (socket: Socket) => {
       accepted++;
@@ -224,6 +289,9 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
     // A client that gives up mid-handshake is its business, not the simulation's.
     created.on("tlsClientError", () => {});
     created.on("clientError", (_e, socket) => socket.destroy());
+    // So is an HTTP/2 client that resets its streams or drops the connection as it exits.
+    created.on("session", (session: http2.Http2Session) => session.on("error", () => {}));
+    created.on("stream", (stream: http2.Http2Stream) => stream.on("error", () => {}));
     return created;
   }
 

@@ -6,21 +6,59 @@
 import { z } from "zod";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import { type Pod, PodSchema } from "../core/pod.ts";
+import type { ChangeFanout } from "./changes.ts";
 import { ConnectionPool, getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
+import { type Listed, ListWatch, type ListWatchOptions } from "./list_watch.ts";
+import { ABSENT, type ObjectRef, ObjectWatches, type WatchedObject } from "./object_watches.ts";
 import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
 import { failed, type SourceResult, succeeded } from "./types.ts";
+import { createWatchClient, openWatch, type Watch, type WatchHandlers } from "./watch_stream.ts";
 
 export interface ApiServerClient {
-  /** GET /api/v1/pods?fieldSelector=spec.nodeName%3D<node> (all namespaces). Any failure
-   *  (no connection, timeout, error status, bad body) is a failure: the agent treats it as
-   *  "API unavailable" for the pass — a 503 from an API server whose etcd is gone must never
-   *  look like "no pods". */
+  /** GET /api/v1/pods?fieldSelector=spec.nodeName%3D<node> (all namespaces): a fresh list, a
+   *  quorum read. Any failure (no connection, timeout, error status, bad body) is a failure:
+   *  the agent treats it as "API unavailable" for the pass — a 503 from an API server whose
+   *  etcd is gone must never look like "no pods". */
   listNodePods(nodeName: string): Promise<SourceResult<Pod[]>>;
-  /** data values base64-decoded */
+  /** data values base64-decoded; a watched object in sync is answered without a request */
   getSecret(namespace: string, name: string): Promise<SourceResult<Record<string, Uint8Array>>>;
-  /** data (UTF-8) and binaryData (base64) merged */
+  /** data (UTF-8) and binaryData (base64) merged; as getSecret, from its watch when it can */
   getConfigMap(namespace: string, name: string): Promise<SourceResult<Record<string, Uint8Array>>>;
+  /**
+   * The node's pods as the watch of them holds them, exactly what listNodePods would give from
+   * the watch's last version; undefined when they are not watched, or the watch is not in sync.
+   * An API server whose etcd is gone may keep its watches open from its cache while a fresh
+   * list fails: who uses this must know it can do without the server's vouching
+   * (lib/pass/observe.ts).
+   */
+  watchedNodePods?(nodeName: string): Pod[] | undefined;
+  /** The secrets and configmaps the checkpoints need now: each is watched, the others no
+   *  longer. */
+  watchObjects?(refs: Iterable<ObjectRef>): void;
+  /** A watched object's resourceVersion ("absent" when it does not exist); undefined when it is
+   *  not watched or not in sync. */
+  objectVersion?(ref: ObjectRef): string | undefined;
+  /** Ends every watch. */
+  close?(): void;
+}
+
+/** What makes a client watch: without it, every call is a plain GET. */
+export interface WatchSettings {
+  /** The node whose pods are listed and watched from the start. */
+  nodeName: string;
+  /** Told when the pods or a watched object changed, or the API server was lost or is back. */
+  changes: ChangeFanout;
+  /** A full list of the node's pods this often. */
+  resyncMs: number;
+  /** Past its timeout, how long before a watch that has not ended is broken; default 30 s. */
+  silenceMarginMs?: number;
+  /** After 403 or 405, the next try of a watch this much later; default 10 min. */
+  retryRefusedMs?: number;
+  /** Timeouts asked for watches, in seconds: pods' and objects' [min, max). */
+  podWatchSeconds?: readonly [number, number];
+  objectWatchSeconds?: readonly [number, number];
+  random?: () => number;
 }
 
 /**
@@ -46,6 +84,25 @@ export const PodListSchema = z.looseObject({
   items: z.array(PodItemSchema).nullable(),
 }).transform((list) => (list.items ?? []) as Pod[]);
 
+/** The version a list of the API server was read at: where its watch starts. */
+const ListMetaSchema = z.looseObject({ resourceVersion: z.string().min(1) });
+
+const VersionedPodListSchema = z.looseObject({
+  kind: z.literal("PodList"),
+  metadata: ListMetaSchema,
+  items: z.array(PodItemSchema).nullable(),
+}).transform((list): Listed<Pod> => ({
+  items: (list.items ?? []) as Pod[],
+  resourceVersion: list.metadata.resourceVersion,
+}));
+
+/** A watch event's pod as a list would give it: a list's items carry no kind or apiVersion. */
+function podOfEvent(object: Record<string, unknown>): Pod | undefined {
+  if (!PodSchema.safeParse(object).success) return undefined;
+  const { kind: _kind, apiVersion: _apiVersion, ...pod } = object;
+  return pod as Pod;
+}
+
 const Base64Value = z.string().transform((text, ctx) => {
   try {
     return Uint8Array.fromBase64(text);
@@ -55,21 +112,76 @@ const Base64Value = z.string().transform((text, ctx) => {
   }
 });
 
-const SecretSchema = z.looseObject({
-  kind: z.literal("Secret"),
-  data: z.record(z.string(), Base64Value).nullish(),
-}).transform((secret) => ({ ...secret.data }));
+const SECRET_FIELDS = { data: z.record(z.string(), Base64Value).nullish() };
 
-const ConfigMapSchema = z.looseObject({
-  kind: z.literal("ConfigMap"),
+const CONFIGMAP_FIELDS = {
   data: z.record(z.string(), z.string()).nullish(),
   binaryData: z.record(z.string(), Base64Value).nullish(),
-}).transform((configMap) => {
+};
+
+type SecretFields = z.infer<z.ZodObject<typeof SECRET_FIELDS>>;
+type ConfigMapFields = z.infer<z.ZodObject<typeof CONFIGMAP_FIELDS>>;
+
+const secretFiles = (secret: SecretFields) => ({ ...secret.data });
+
+function configMapFiles(configMap: ConfigMapFields): Record<string, Uint8Array> {
   const encoder = new TextEncoder();
   const files: Record<string, Uint8Array> = { ...configMap.binaryData };
   for (const [key, text] of Object.entries(configMap.data ?? {})) files[key] = encoder.encode(text);
   return files;
-});
+}
+
+const SecretSchema = z.looseObject({ kind: z.literal("Secret"), ...SECRET_FIELDS })
+  .transform(secretFiles);
+
+const ConfigMapSchema = z.looseObject({ kind: z.literal("ConfigMap"), ...CONFIGMAP_FIELDS })
+  .transform(configMapFiles);
+
+/** A secret's or configmap's name and version, as an item of a list or an event carries them. */
+const WatchedMetaSchema = z.looseObject({ name: z.string(), resourceVersion: z.string().min(1) });
+
+const watched = (
+  metadata: z.infer<typeof WatchedMetaSchema>,
+  files: Record<string, Uint8Array>,
+): WatchedObject => ({ name: metadata.name, version: metadata.resourceVersion, files });
+
+const WatchedSecretSchema = z.looseObject({ metadata: WatchedMetaSchema, ...SECRET_FIELDS })
+  .transform((secret) => watched(secret.metadata, secretFiles(secret)));
+
+const WatchedConfigMapSchema = z.looseObject({ metadata: WatchedMetaSchema, ...CONFIGMAP_FIELDS })
+  .transform((configMap) => watched(configMap.metadata, configMapFiles(configMap)));
+
+function objectListSchema(item: z.ZodType<WatchedObject>): z.ZodType<Listed<WatchedObject>> {
+  return z.looseObject({ metadata: ListMetaSchema, items: z.array(item).nullable() })
+    .transform((list) => ({
+      items: list.items ?? [],
+      resourceVersion: list.metadata.resourceVersion,
+    }));
+}
+
+interface WatchedKind {
+  resource: string;
+  list: z.ZodType<Listed<WatchedObject>>;
+  /** An object of an event as an item; undefined when it is not one. */
+  parse(object: unknown): WatchedObject | undefined;
+}
+
+function watchedKind(resource: string, item: z.ZodType<WatchedObject>): WatchedKind {
+  return {
+    resource,
+    list: objectListSchema(item),
+    parse(object) {
+      const parsed = item.safeParse(object);
+      return parsed.success ? parsed.data : undefined;
+    },
+  };
+}
+
+/** Made once: a schema per watch would be most of what a watch keeps in memory. */
+const WATCHED: Record<ObjectRef["kind"], WatchedKind> = {
+  secret: watchedKind("secrets", WatchedSecretSchema),
+  configMap: watchedKind("configmaps", WatchedConfigMapSchema),
+};
 
 /**
  * Connections the API server client opens at once. The agent fetches objects for 8 checkpoints
@@ -107,24 +219,152 @@ async function getAsUser<T>(
   return getJson(target, { ...request, bearerToken: token.token });
 }
 
+/** A watch with the bearer token the credentials give when it starts, if any. */
+function watchAsUser(
+  target: HttpTarget,
+  creds: Credentials,
+  via: { pool?: ConnectionPool; client?: Deno.HttpClient },
+  path: string,
+  on: WatchHandlers,
+): Watch {
+  let watch: Watch | undefined;
+  let closed = false;
+  void readBearerToken(creds).then((token) => {
+    if (closed) return;
+    if (token.ok) watch = openWatch(target, path, token.token, via, on);
+    else {
+      const refused = failed("apiserver", "unauthorized", `watch ${path}: ${token.error}`);
+      if (!refused.ok) on.ended(refused.failure);
+    }
+  });
+  return {
+    close() {
+      closed = true;
+      watch?.close();
+    },
+  };
+}
+
+const podKey = (pod: Pod) => `${pod.metadata.namespace}/${pod.metadata.name}`;
+const objectName = (object: WatchedObject) => object.name;
+
+function nodePodsPath(nodeName: string): string {
+  return `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}`;
+}
+
+/** A namespace's collection of secrets or configmaps, narrowed to one object by name. */
+function objectCollectionPath(ref: ObjectRef): string {
+  return `/api/v1/namespaces/${encodeURIComponent(ref.namespace)}/${WATCHED[ref.kind].resource}` +
+    `?fieldSelector=${encodeURIComponent(`metadata.name=${ref.name}`)}`;
+}
+
+/**
+ * The timeout asked for each object's watch, [min, max) seconds: an hour or two, and longer
+ * with more objects, so that renewing them all costs at most about 1.3 requests a minute
+ * however many there are (from 120 objects on, N watches each renewed every 45 N s on
+ * average). The API server honours any timeout a client asks for (without one, it picks 30 to
+ * 60 minutes).
+ */
+function objectWatchSeconds(watched: number): [number, number] {
+  const min = Math.max(3600, 30 * watched);
+  return [min, 2 * min];
+}
+
+/** The node's pods and the objects asked for, each listed then watched. */
+function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSettings) {
+  // Over HTTP/2 where fetch can do what the kubeconfig asks: one connection for every watch.
+  // Otherwise HTTP/1.1: watches last, so their connections are their own, one per watch, kept
+  // between watches (a watch the server ended hands its connection to the next).
+  let client = createWatchClient(target);
+  const pool = client ? undefined : new ConnectionPool(Infinity);
+  /** A watch of the node's pods silent past its timeout: every watch is asked again at once, on
+   *  a new connection, as the one they share may be dead without having said so (fetch keeps an
+   *  HTTP/2 connection, and sends no pings, until the kernel gives up on it). */
+  const renew = () => {
+    const old = client;
+    client = createWatchClient(target);
+    objects.rewatchAll();
+    old?.close();
+  };
+  // The watches' lists have connections of their own: a thousand objects listed at once must
+  // not queue a pass's own requests (its fresh list of pods above all) behind them.
+  const listTarget = { ...target, connections: new ConnectionPool(API_SERVER_CONNECTIONS) };
+  const random = settings.random ?? Math.random;
+  const pick = ([min, max]: readonly [number, number]) => Math.floor(min + (max - min) * random());
+  const changes = settings.changes;
+  function listWatch<T>(
+    collection: string,
+    list: z.ZodType<Listed<T>>,
+    rest:
+      & Pick<ListWatchOptions<T>, "item" | "key" | "timeoutSeconds" | "changed">
+      & Partial<ListWatchOptions<T>>,
+  ): ListWatch<T> {
+    return new ListWatch<T>({
+      list: () => getAsUser(listTarget, creds, { path: collection, schema: list }),
+      watch: (version, timeoutSeconds, on) =>
+        watchAsUser(
+          target,
+          creds,
+          client ? { client } : { pool },
+          `${collection}&watch=true&allowWatchBookmarks=true&resourceVersion=${
+            encodeURIComponent(version)
+          }&timeoutSeconds=${timeoutSeconds}`,
+          on,
+        ),
+      silenceMarginMs: settings.silenceMarginMs ?? 30_000,
+      retryRefusedMs: settings.retryRefusedMs ?? 600_000,
+      ...rest,
+    });
+  }
+  const pods = listWatch(nodePodsPath(settings.nodeName), VersionedPodListSchema, {
+    item: podOfEvent,
+    key: podKey,
+    // client-go's reflector: its minimum watch timeout (5 min) times 1 to 2.
+    timeoutSeconds: () => pick(settings.podWatchSeconds ?? [300, 600]),
+    resyncMs: settings.resyncMs,
+    silent: renew,
+    changed: () => changes.emit("pod changed"),
+    reachability: (state) => changes.emit(state === "lost" ? "apiserver lost" : "apiserver back"),
+  });
+  const objects: ObjectWatches = new ObjectWatches((ref) => {
+    const kind = WATCHED[ref.kind];
+    return listWatch(objectCollectionPath(ref), kind.list, {
+      item: kind.parse,
+      key: objectName,
+      timeoutSeconds: (): number =>
+        pick(settings.objectWatchSeconds ?? objectWatchSeconds(objects.size)),
+      changed: () => changes.emit(`${ref.kind === "secret" ? "secret" : "configmap"} changed`),
+    });
+  });
+  const close = () => {
+    pods.close();
+    objects.close();
+    client?.close();
+  };
+  return { pods, objects, close };
+}
+
 /**
  * `env`: where the proxy variables are read (lib/sources/proxy.ts), once, now; the kubeconfig's
- * proxy-url, if any, is used instead.
+ * proxy-url, if any, is used instead. `watching`: the node's pods are watched from now on, and
+ * the objects `watchObjects` names; unset, every call is a plain GET and nothing is watched.
  */
 export function createApiServerClient(
   creds: Credentials,
   timeoutMs: number,
   env: ProxyEnvironment = Deno.env.toObject(),
+  watching?: WatchSettings,
 ): ApiServerClient {
   const target = apiServerTarget(creds, timeoutMs, env);
   const get = <T>(path: string, schema: z.ZodType<T>) => getAsUser(target, creds, { path, schema });
+  const watches = watching ? startWatches(target, creds, watching) : undefined;
 
-  function getObject<T>(
-    resource: "secrets" | "configmaps",
-    namespace: string,
-    name: string,
-    schema: z.ZodType<T>,
-  ): Promise<SourceResult<T>> {
+  function getObject(
+    ref: ObjectRef,
+    schema: z.ZodType<Record<string, Uint8Array>>,
+  ): Promise<SourceResult<Record<string, Uint8Array>>> {
+    const { namespace, name } = ref;
+    const resource = WATCHED[ref.kind].resource;
     if (!isValidNamespace(namespace) || !isValidObjectName(name)) {
       // Such an object cannot exist, and its name must not reach a URL.
       return Promise.resolve(
@@ -135,13 +375,20 @@ export function createApiServerClient(
         ),
       );
     }
+    const known = watches?.objects.files(ref);
+    if (known === ABSENT) {
+      return Promise.resolve(
+        failed("apiserver", "not-found", `${resource} "${namespace}/${name}" not found (watched)`),
+      );
+    }
+    if (known !== undefined) return Promise.resolve(succeeded(known));
     const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${resource}/${
       encodeURIComponent(name)
     }`;
     return get(path, schema);
   }
 
-  return {
+  const client: ApiServerClient = {
     listNodePods(nodeName) {
       if (!isValidObjectName(nodeName)) {
         return Promise.resolve(
@@ -152,11 +399,23 @@ export function createApiServerClient(
           ),
         );
       }
-      const selector = encodeURIComponent(`spec.nodeName=${nodeName}`);
-      return get(`/api/v1/pods?fieldSelector=${selector}`, PodListSchema);
+      return get(nodePodsPath(nodeName), PodListSchema);
     },
-    getSecret: (namespace, name) => getObject("secrets", namespace, name, SecretSchema),
-    getConfigMap: (namespace, name) => getObject("configmaps", namespace, name, ConfigMapSchema),
+    getSecret: (namespace, name) => getObject({ kind: "secret", namespace, name }, SecretSchema),
+    getConfigMap: (namespace, name) =>
+      getObject({ kind: "configMap", namespace, name }, ConfigMapSchema),
+  };
+  if (!watches || !watching) return client;
+  return {
+    ...client,
+    watchedNodePods: (nodeName) =>
+      nodeName === watching.nodeName ? watches.pods.items() : undefined,
+    watchObjects: (refs) =>
+      watches.objects.watchOnly(
+        [...refs].filter((ref) => isValidNamespace(ref.namespace) && isValidObjectName(ref.name)),
+      ),
+    objectVersion: (ref) => watches.objects.version(ref),
+    close: watches.close,
   };
 }
 

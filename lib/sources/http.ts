@@ -191,7 +191,8 @@ function errorCode(e: unknown): string | undefined {
   return typeof code === "string" ? code : undefined;
 }
 
-function reason(e: unknown): string {
+/** An error as a log line says it: its message, and its code when the message lacks it. */
+export function reason(e: unknown): string {
   if (!(e instanceof Error)) return String(e);
   const code = errorCode(e);
   return code !== undefined && !e.message.includes(code) ? `${e.message} (${code})` : e.message;
@@ -276,48 +277,134 @@ function viaForwardProxy(url: URL, proxy: Proxy, options: https.RequestOptions) 
   return { module: protocol === "https:" ? https : http, options: request };
 }
 
+/** What a failure of a GET of `path` says it asked: the URL, and the proxy if any. */
+export function describeGet(target: HttpTarget, path: string): string {
+  const href = `${target.baseUrl.replace(/\/+$/, "")}${path}`;
+  const route = target.proxy ?? { kind: "direct" };
+  return route.kind === "proxy"
+    ? `GET ${href} via proxy ${describeProxy(route.proxy)}`
+    : `GET ${href}`;
+}
+
+/** How a GET under way ends early, whoever ends it. */
+export interface SentGet {
+  /** Destroys the request and its connection; nothing is told after. */
+  destroy(): void;
+}
+
+export interface GetHandlers {
+  /** The response's headers arrived. */
+  response(response: http.IncomingMessage): void;
+  /** The request failed: before its response, or while its body was coming. */
+  error(e: unknown): void;
+}
+
+/**
+ * Sends a GET of `target.baseUrl + path` the target's way: direct (through `pool`, if any; a
+ * proxied call never is), through a forward proxy, or through a tunnel. Returns the kind and
+ * detail of a failure instead when no request can be made.
+ */
+export function sendGet(
+  target: HttpTarget,
+  path: string,
+  bearerToken: string | undefined,
+  pool: ConnectionPool | undefined,
+  on: GetHandlers,
+): SentGet | { kind: FailureKind; detail: string } {
+  const route = target.proxy ?? { kind: "direct" };
+  if (route.kind === "misconfigured") {
+    return { kind: "misconfigured", detail: `no proxy used: ${route.message}` };
+  }
+  const proxy = route.kind === "proxy" ? route.proxy : undefined;
+  let url: URL;
+  try {
+    url = new URL(`${target.baseUrl.replace(/\/+$/, "")}${path}`);
+  } catch {
+    return { kind: "unreachable", detail: "not a URL" };
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    return { kind: "unreachable", detail: `unsupported scheme ${url.protocol}` };
+  }
+  const protocol: "http:" | "https:" = url.protocol;
+  const options = requestOptions(url, target, bearerToken);
+  let request: http.ClientRequest | undefined;
+  const gaveUp = new AbortController();
+  const sent: SentGet = {
+    destroy() {
+      gaveUp.abort();
+      request?.destroy();
+    },
+  };
+
+  const send = (module: typeof https | typeof http, sendOptions: https.RequestOptions) => {
+    try {
+      request = module.request(sendOptions, on.response);
+    } catch (e) {
+      on.error(e);
+      return;
+    }
+    request.on("error", (e) => {
+      if (!gaveUp.signal.aborted) on.error(e);
+    });
+    request.end();
+  };
+
+  if (proxy === undefined) {
+    send(protocol === "https:" ? https : http, {
+      ...options,
+      agent: pool?.agent(protocol) ?? directAgent(protocol),
+    });
+  } else if (protocol === "http:" && !proxy.url.protocol.startsWith("socks")) {
+    const forward = viaForwardProxy(url, proxy, options);
+    send(forward.module, forward.options);
+  } else {
+    // The proxy's own TLS is verified as the target's is, as Go does (the transport's config).
+    const proxyTls = { caPem: target.tls?.caPem, verifyServer: target.tls?.verifyServer ?? true };
+    openTunnel(proxy, proxyTls, String(options.hostname), Number(options.port), gaveUp.signal)
+      .then((tunnel) => {
+        if (gaveUp.signal.aborted) {
+          tunnel.destroy();
+          return;
+        }
+        send(protocol === "https:" ? https : http, {
+          ...options,
+          agent: tunnelAgent(protocol, tunnel),
+        });
+      }, (e) => {
+        if (!gaveUp.signal.aborted) on.error(e);
+      });
+  }
+  return sent;
+}
+
+/** The problem of a request that failed before its response: a certificate, or none said. */
+export function connectionProblem(e: unknown): string | undefined {
+  const code = errorCode(e);
+  return code && CERTIFICATE_ERRORS.has(code) ? CERTIFICATE_NOT_VERIFIED : undefined;
+}
+
 /** GETs `target.baseUrl + get.path` and validates the JSON body. Never throws. */
 export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceResult<T>> {
-  const href = `${target.baseUrl.replace(/\/+$/, "")}${get.path}`;
-  const route = target.proxy ?? { kind: "direct" };
-  const proxy = route.kind === "proxy" ? route.proxy : undefined;
-  const asked = proxy ? `GET ${href} via proxy ${describeProxy(proxy)}` : `GET ${href}`;
+  const asked = describeGet(target, get.path);
   // The problem is what went wrong without the URL: the same for every object of a peer that
   // stopped answering.
   const fail = (kind: FailureKind, detail: string, status?: number, problem = detail) =>
     failed<T>(target.source, kind, `${asked}: ${detail}`, status, problem);
-
-  if (route.kind === "misconfigured") {
-    return Promise.resolve(fail("misconfigured", `no proxy used: ${route.message}`));
-  }
-  let url: URL;
-  try {
-    url = new URL(href);
-  } catch {
-    return Promise.resolve(fail("unreachable", "not a URL"));
-  }
-  if (url.protocol !== "https:" && url.protocol !== "http:") {
-    return Promise.resolve(fail("unreachable", `unsupported scheme ${url.protocol}`));
-  }
-  const protocol: "http:" | "https:" = url.protocol;
   const maxBodyBytes = target.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const pool = proxy ? undefined : target.connections;
-  const options = requestOptions(url, target, get.bearerToken);
+  const pool = target.proxy?.kind === "proxy" ? undefined : target.connections;
 
   pool?.begin();
   return new Promise((resolve) => {
-    let request: http.ClientRequest | undefined;
+    let sent: SentGet | undefined;
     /** Set once a response started: the connection failing after that cuts its body short. */
     let cutShort: (() => void) | undefined;
     let settled = false;
-    const gaveUp = new AbortController();
     /** `answered`: the whole response was read, so its connection may serve another call. */
     const finish = (result: SourceResult<T>, answered = false) => {
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
-      gaveUp.abort();
-      if (!(pool && answered)) request?.destroy();
+      if (!(pool && answered)) sent?.destroy();
       pool?.end();
       resolve(result);
     };
@@ -342,12 +429,7 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
         parts.push(decoder.decode());
         const body = parts.join("");
         if (!success) {
-          const quoted = quoteBody(body);
-          const detail = `${status} ${response.statusMessage ?? ""}`.trim();
-          finish(
-            fail(kindOfStatus(status), quoted ? `${detail}: ${quoted}` : detail, status),
-            answered,
-          );
+          finish(fail(...statusFailure(status, response.statusMessage, body)), answered);
         } else {
           const contentType = String(response.headers["content-type"] ?? "none");
           finish(parseBody(body, status, contentType, get.schema, fail), answered);
@@ -385,46 +467,27 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
       for (const event of ["aborted", "error", "close"]) response.on(event, cutShort);
     };
 
-    const send = (module: typeof https | typeof http, sendOptions: https.RequestOptions) => {
-      try {
-        request = module.request(sendOptions, onResponse);
-      } catch (e) {
-        finish(fail("unreachable", reason(e)));
-        return;
-      }
-      request.on("error", (e) => {
+    const started = sendGet(target, get.path, get.bearerToken, pool, {
+      response: onResponse,
+      error: (e) => {
         if (cutShort) return cutShort();
-        const code = errorCode(e);
-        const problem = code && CERTIFICATE_ERRORS.has(code) ? CERTIFICATE_NOT_VERIFIED : undefined;
-        finish(fail("unreachable", reason(e), undefined, problem));
-      });
-      request.end();
-    };
-
-    if (proxy === undefined) {
-      send(protocol === "https:" ? https : http, {
-        ...options,
-        agent: pool?.agent(protocol) ?? directAgent(protocol),
-      });
-    } else if (protocol === "http:" && !proxy.url.protocol.startsWith("socks")) {
-      const forward = viaForwardProxy(url, proxy, options);
-      send(forward.module, forward.options);
-    } else {
-      // The proxy's own TLS is verified as the target's is, as Go does (the transport's config).
-      const proxyTls = { caPem: target.tls?.caPem, verifyServer: target.tls?.verifyServer ?? true };
-      openTunnel(proxy, proxyTls, String(options.hostname), Number(options.port), gaveUp.signal)
-        .then((tunnel) => {
-          if (settled) {
-            tunnel.destroy();
-            return;
-          }
-          send(protocol === "https:" ? https : http, {
-            ...options,
-            agent: tunnelAgent(protocol, tunnel),
-          });
-        }, (e) => finish(fail("unreachable", reason(e))));
-    }
+        finish(fail("unreachable", reason(e), undefined, connectionProblem(e)));
+      },
+    });
+    if ("kind" in started) finish(fail(started.kind, started.detail));
+    else sent = started;
   });
+}
+
+/** The failure an error status says: its kind, and the Status message or the body's start. */
+export function statusFailure(
+  status: number,
+  statusMessage: string | undefined,
+  body: string,
+): [FailureKind, string, number] {
+  const quoted = quoteBody(body);
+  const detail = `${status} ${statusMessage ?? ""}`.trim();
+  return [kindOfStatus(status), quoted ? `${detail}: ${quoted}` : detail, status];
 }
 
 function parseBody<T>(

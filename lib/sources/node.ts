@@ -13,7 +13,7 @@
 import { type Config, KUBELET_CA_OFF } from "../config/types.ts";
 import { settledIdentity } from "../disk/verified_files.ts";
 import { type ApiServerClient, createApiServerClient } from "./apiserver.ts";
-import type { ChangeFeed } from "./changes.ts";
+import { ChangeFanout, type ChangeFeed } from "./changes.ts";
 import { connectRuntime, type RuntimeClient } from "./cri.ts";
 import type { Logger } from "../util/log.ts";
 import { type Credentials, loadKubeconfig } from "./kubeconfig.ts";
@@ -27,6 +27,8 @@ export interface NodeSources {
   runtime: RuntimeClient;
   /** What the peers tell of their own accord, for passes on events; unset: nothing. */
   changes?: ChangeFeed;
+  /** Ends the watches, if any (the runtime's connection is closed by `runtime.close`). */
+  close?(): void;
 }
 
 function unusableApiServer(reason: string): ApiServerClient {
@@ -70,6 +72,7 @@ type HttpSources = Pick<NodeSources, "apiServer" | "kubelet">;
 async function httpSources(
   config: Config,
   log?: Logger,
+  changes?: ChangeFanout,
 ): Promise<{ sources: HttpSources; files: string[] }> {
   const kubeconfig = loadKubeconfig(config.kubeconfig);
   // Without a kubeconfig the kubelet's read-only port can still be asked.
@@ -79,7 +82,12 @@ async function httpSources(
   return {
     sources: {
       apiServer: kubeconfig.ok
-        ? createApiServerClient(kubeconfig.credentials, config.apiTimeoutMs)
+        ? createApiServerClient(
+          kubeconfig.credentials,
+          config.apiTimeoutMs,
+          undefined,
+          changes && { nodeName: config.nodeName, changes, resyncMs: config.resyncIntervalMs },
+        )
         : unusableApiServer(kubeconfig.error),
       kubelet: await kubeletClient(config, creds, log),
     },
@@ -122,6 +130,9 @@ export interface ConnectOptions {
   /** Where the clients say what the operator should know (an unverified kubelet, once per
    *  build of the clients). */
   log?: Logger;
+  /** Watch the node's pods and the objects the checkpoints need, and tell their changes
+   *  (`NodeSources.changes`): for a daemon. Unset, every question is a plain request. */
+  watch?: boolean;
 }
 
 export async function connectNode(
@@ -129,7 +140,8 @@ export async function connectNode(
   options: ConnectOptions = {},
 ): Promise<NodeSources> {
   const now = options.now ?? Date.now;
-  let built = await httpSources(config, options.log);
+  const changes = options.watch ? new ChangeFanout() : undefined;
+  let built = await httpSources(config, options.log, changes);
   let identity = filesIdentity(built.files, now());
   const refresh = async (): Promise<HttpSources> => {
     if (identity !== undefined && filesIdentity(built.files, now()) === identity) {
@@ -137,7 +149,9 @@ export async function connectNode(
     }
     // Undefined: files written just now, at start or since; read again, and tell no one.
     const changed = identity !== undefined;
-    built = await httpSources(config, options.log);
+    // The old client's watches end with it: the new one lists and watches anew.
+    built.sources.apiServer.close?.();
+    built = await httpSources(config, options.log, changes);
     identity = filesIdentity(built.files, now());
     if (changed) options.onReload?.(built.files);
     return built.sources;
@@ -145,14 +159,19 @@ export async function connectNode(
   // The API server's and the kubelet's listings start together: one check serves both.
   let checking: Promise<HttpSources> | undefined;
   const current = () => checking ??= refresh().finally(() => checking = undefined);
+  const api = () => built.sources.apiServer;
   return {
     apiServer: {
       listNodePods: async (nodeName) => (await current()).apiServer.listNodePods(nodeName),
       // A refresh's burst of GETs follows the pass's listing, with the clients it used.
-      getSecret: (namespace, name) => built.sources.apiServer.getSecret(namespace, name),
-      getConfigMap: (namespace, name) => built.sources.apiServer.getConfigMap(namespace, name),
+      getSecret: (namespace, name) => api().getSecret(namespace, name),
+      getConfigMap: (namespace, name) => api().getConfigMap(namespace, name),
+      watchedNodePods: (nodeName) => api().watchedNodePods?.(nodeName),
+      watchObjects: (refs) => api().watchObjects?.(refs),
+      objectVersion: (ref) => api().objectVersion?.(ref),
     },
     kubelet: { listPods: async () => (await current()).kubelet.listPods() },
     runtime: connectRuntime(config.containerRuntimeEndpoint, config.runtimeRequestTimeoutMs),
+    ...(changes ? { changes, close: () => api().close?.() } : {}),
   };
 }

@@ -31,6 +31,7 @@ const DEFAULT_CONFIG: Config = {
   stateDir: "/var/lib/ckpt-agent",
   pollIntervalMs: 5_000,
   refreshIntervalMs: 60_000,
+  resyncIntervalMs: 600_000,
   startTimeoutMs: 120_000,
   promoteAfterMs: 60_000,
   checkpointVersions: 3,
@@ -101,6 +102,7 @@ configmapsDir: /k/configmaps
 stateDir: /k/state
 pollInterval: 500ms
 refreshInterval: 1m30s
+resyncInterval: 20m
 startTimeout: 5m
 promoteAfter: 2m
 checkpointVersions: 5
@@ -132,6 +134,7 @@ adminTokenFile: /k/token
     stateDir: "/k/state",
     pollIntervalMs: 500,
     refreshIntervalMs: 90_000,
+    resyncIntervalMs: 1_200_000,
     startTimeoutMs: 300_000,
     promoteAfterMs: 120_000,
     checkpointVersions: 5,

@@ -47,8 +47,14 @@ Deno.test("sim API server lists pods as a PodList whose items carry no kind", as
     assertEquals([status, contentType], [200, "application/json"]);
     assertEquals([json.kind, json.apiVersion], ["PodList", "v1"]);
     const { kind: _k, apiVersion: _v, ...item } = scheduled("kube-system/a", "n1");
-    assertEquals((json.items as unknown[])[0], item);
+    const [listed] = json.items as Pod[];
     const version = Number((json.metadata as { resourceVersion: string }).resourceVersion);
+    // Each object carries the revision that last changed it, as etcd stores it.
+    assertEquals(Number(listed.metadata.resourceVersion) <= version, true);
+    assertEquals(listed, {
+      ...item,
+      metadata: { ...item.metadata, resourceVersion: listed.metadata.resourceVersion },
+    });
 
     server.deletePod("default", "b");
     const after = (await get("/api/v1/pods")).json;
@@ -168,5 +174,119 @@ Deno.test("sim API server without a client certificate answers 401", async () =>
     const answer = await rawGet(`${server.url}/api/v1/pods`, { caPem: cluster.ca.certPem });
     assertEquals([answer.status, JSON.parse(answer.body).reason], [401, "Unauthorized"]);
     assertEquals(server.requests, [{ method: "GET", target: "/api/v1/pods" }]);
+  });
+});
+
+/** A watch read to its end: the server ends it at its timeoutSeconds. */
+async function watchLines(server: SimApiServer, cluster: SimCluster, path: string) {
+  const answer = await rawGet(`${server.url}${path}`, {
+    caPem: cluster.ca.certPem,
+    ...cluster.nodeClient,
+  });
+  const lines = answer.body.split("\n").filter((line) => line !== "");
+  return {
+    status: answer.status,
+    contentType: answer.contentType,
+    events: lines.map((line) => JSON.parse(line) as { type: string; object: Pod }),
+  };
+}
+
+Deno.test("sim API server watches: from 0 the current objects as ADDED; from a version the changes since; a last bookmark at the timeout", async () => {
+  await withServer(async (server, _get, cluster) => {
+    server.setPods([scheduled("kube-system/a", "n1"), scheduled("kube-system/b", "n2")]);
+    const fromNow = await watchLines(
+      server,
+      cluster,
+      "/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dn1&timeoutSeconds=1",
+    );
+    assertEquals([fromNow.status, fromNow.contentType], [200, "application/json"]);
+    assertEquals(fromNow.events.map((e) => [e.type, e.object.kind, e.object.metadata.name]), [
+      ["ADDED", "Pod", "a"],
+    ]);
+
+    const version = server.revision();
+    // a changes, b moves onto n1, then a moves away: seen by n1's watch as entering and leaving.
+    server.setPods([
+      {
+        ...scheduled("kube-system/a", "n1"),
+        metadata: { ...pod("kube-system/a").metadata, labels: { x: "1" } },
+      },
+      scheduled("kube-system/b", "n1"),
+    ]);
+    server.setPods([scheduled("kube-system/a", "n2"), scheduled("kube-system/b", "n1")]);
+    server.deletePod("kube-system", "b");
+    const since = await watchLines(
+      server,
+      cluster,
+      `/api/v1/pods?watch=true&fieldSelector=spec.nodeName%3Dn1&resourceVersion=${version}` +
+        "&allowWatchBookmarks=true&timeoutSeconds=1",
+    );
+    assertEquals(since.events.map((e) => [e.type, e.object.metadata.name ?? ""]), [
+      ["MODIFIED", "a"],
+      ["ADDED", "b"],
+      ["DELETED", "a"],
+      ["DELETED", "b"],
+      ["BOOKMARK", ""],
+    ]);
+    const versions = since.events.map((e) => Number(e.object.metadata.resourceVersion));
+    assertEquals(versions, [...versions].sort((x, y) => x - y));
+    assertEquals(versions.at(-1), server.revision());
+  });
+});
+
+Deno.test("sim API server watches: a compacted version is an ERROR event with a 410 Expired Status", async () => {
+  await withServer(async (server, _get, cluster) => {
+    const version = server.revision();
+    server.setSecret("kube-system", "s", { key: "one" });
+    server.compact();
+    const expired = await watchLines(
+      server,
+      cluster,
+      `/api/v1/namespaces/kube-system/secrets?watch=true&fieldSelector=metadata.name%3Ds&resourceVersion=${version}`,
+    );
+    assertEquals(expired.events.length, 1);
+    const [event] = expired.events as unknown as {
+      type: string;
+      object: Record<string, unknown>;
+    }[];
+    assertEquals([event.type, event.object.kind, event.object.code, event.object.reason], [
+      "ERROR",
+      "Status",
+      410,
+      "Expired",
+    ]);
+  });
+});
+
+Deno.test("sim API server lists secrets and configmaps by name, with the list's version", async () => {
+  await withServer(async (server, get) => {
+    server.setSecret("kube-system", "s", { key: "value" });
+    server.setSecret("kube-system", "t", { key: "other" });
+    const { json } = await get(
+      "/api/v1/namespaces/kube-system/secrets?fieldSelector=metadata.name%3Ds",
+    );
+    assertEquals([json.kind, (json.items as Pod[]).map((i) => i.metadata.name)], ["SecretList", [
+      "s",
+    ]]);
+    assertEquals(
+      (json.metadata as { resourceVersion: string }).resourceVersion,
+      String(server.revision()),
+    );
+    const none = await get(
+      "/api/v1/namespaces/kube-system/configmaps?fieldSelector=metadata.name%3Dc",
+    );
+    assertEquals([none.json.kind, none.json.items], ["ConfigMapList", null]);
+    assertEquals(server.requestsByVerb(), { list: 2, get: 0, watch: 0, other: 0 });
+  });
+});
+
+Deno.test("sim API server refuses watches on request, and counts them apart", async () => {
+  await withServer(async (server, get) => {
+    server.setWatchMode("forbidden");
+    assertEquals((await get("/api/v1/pods?watch=true")).status, 403);
+    server.setWatchMode("method-not-allowed");
+    assertEquals((await get("/api/v1/pods?watch=true")).status, 405);
+    assertEquals((await get("/api/v1/pods")).status, 200);
+    assertEquals(server.requestsByVerb(), { list: 1, get: 0, watch: 2, other: 0 });
   });
 });

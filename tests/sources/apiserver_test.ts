@@ -15,6 +15,7 @@ import { startSimPeer } from "../../lib/sim/peer.ts";
 import { createSimCa, type KubeconfigSpec, writeKubeconfig } from "../../lib/sim/pki.ts";
 import { pod } from "../helpers/pods.ts";
 import { NODE_NAME, type SimCluster, simCluster, withTempDir } from "../sim/harness.ts";
+import { value } from "../helpers/source_result.ts";
 
 const TIMEOUT_MS = 5_000;
 
@@ -26,11 +27,6 @@ function onNode(id: string, nodeName: string): Pod {
 function failure<T>(result: SourceResult<T>) {
   if (result.ok) throw new Error(`expected a failure, got ${JSON.stringify(result.value)}`);
   return result.failure;
-}
-
-function value<T>(result: SourceResult<T>): T {
-  if (!result.ok) throw new Error(`expected a value, got: ${result.failure.message}`);
-  return result.value;
 }
 
 interface Fixture {

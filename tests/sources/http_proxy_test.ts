@@ -9,6 +9,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { z } from "zod";
 import { createApiServerClient } from "../../lib/sources/apiserver.ts";
+import { ChangeFanout } from "../../lib/sources/changes.ts";
 import { getJson, type HttpTarget } from "../../lib/sources/http.ts";
 import type { Credentials } from "../../lib/sources/kubeconfig.ts";
 import { chooseProxy, type ProxyEnvironment } from "../../lib/sources/proxy.ts";
@@ -17,6 +18,7 @@ import { SIM_API_SERVER_NAME, startSimApiServer } from "../../lib/sim/apiserver.
 import { startSimPeer } from "../../lib/sim/peer.ts";
 import { pod } from "../helpers/pods.ts";
 import { startHttpProxy, startSocksProxy, type TestProxy } from "../helpers/proxy_servers.ts";
+import { until } from "../helpers/until.ts";
 import { NODE_NAME, type SimCluster, simCluster, using } from "../sim/harness.ts";
 
 const TIMEOUT_MS = 5_000;
@@ -295,4 +297,48 @@ Deno.test("http targets: absolute-form through an http(s) proxy, a tunnel throug
       }
     },
   );
+});
+
+Deno.test("HTTPS_PROXY: the API server is watched through CONNECT tunnels too, and NO_PROXY keeps it direct", async () => {
+  const cluster = await simCluster();
+  await using(startSimApiServer(cluster.ca), async (server) => {
+    await using(startHttpProxy({ hosts: HOSTS }), async (proxy) => {
+      const creds: Credentials = {
+        server: `https://${SIM_API_SERVER_NAME}:${server.port}`,
+        insecure: false,
+        caPem: cluster.ca.certPem,
+        certPem: cluster.nodeClient.certPem,
+        keyPem: cluster.nodeClient.keyPem,
+      };
+      const told: string[] = [];
+      const changes = new ChangeFanout();
+      changes.subscribe((reason) => told.push(reason));
+      const api = createApiServerClient(creds, TIMEOUT_MS, { HTTPS_PROXY: proxy.url }, {
+        nodeName: NODE_NAME,
+        changes,
+        resyncMs: 600_000,
+      });
+      try {
+        await until("the pods are watched", () => server.watchesOpen() === 1);
+        server.setPods([{ ...pod("kube-system/etcd"), spec: { nodeName: NODE_NAME } }]);
+        await until("the event arrives", () => told.includes("pod changed"));
+        assertEquals(api.watchedNodePods?.(NODE_NAME)?.map((p) => p.metadata.name), ["etcd"]);
+        // The list, then the watch: each through its own tunnel.
+        assertEquals(proxy.requests.map((r) => r.method), ["CONNECT", "CONNECT"]);
+      } finally {
+        api.close?.();
+      }
+      // The name in NO_PROXY: the proxy is not used, and the name does not resolve.
+      const direct = createApiServerClient(creds, TIMEOUT_MS, {
+        HTTPS_PROXY: proxy.url,
+        NO_PROXY: SIM_API_SERVER_NAME,
+      }, { nodeName: NODE_NAME, changes, resyncMs: 600_000 });
+      try {
+        await until("the API server is lost", () => told.includes("apiserver lost"));
+        assertEquals(proxy.requests.length, 2);
+      } finally {
+        direct.close?.();
+      }
+    });
+  });
 });

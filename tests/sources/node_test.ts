@@ -8,6 +8,7 @@ import { dirname, join } from "node:path";
 import { connectNode } from "../../lib/sources/node.ts";
 import { createSimCa } from "../../lib/sim/pki.ts";
 import { withNode } from "../helpers/sim_node.ts";
+import { until } from "../helpers/until.ts";
 
 /** Files written by a test are at once older than the racily-clean margin. */
 const later = () => Date.now() + 2_000;
@@ -118,5 +119,28 @@ Deno.test("kubeletCaFile: a file, the cluster CA when unset, off; an unreadable 
     assert(!missing.ok);
     assertEquals(missing.failure.kind, "misconfigured");
     assert(missing.failure.message.startsWith(`kubeletCaFile ${node.root}/no-such-ca.crt: `));
+  });
+});
+
+Deno.test("watching: a rotated certificate ends the old client's watches, the new one watches with it", async () => {
+  await withNode(async (node) => {
+    const dir = dirname(node.kubeconfig);
+    const [cert, key] = ["client.crt", "client.key"].map((file) => join(dir, file));
+    const sources = await connectNode(node.config(), { now: later, watch: true });
+    try {
+      const watched = () => sources.apiServer.watchedNodePods?.(node.nodeName) !== undefined;
+      await until("the pods are watched", watched);
+      const before = node.apiServer.requestsByVerb().watch;
+      // The same certificate and key in new files, as a rotation that repoints a link leaves.
+      await replace(cert, await Deno.readTextFile(cert));
+      await replace(key, await Deno.readTextFile(key));
+      assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
+      await until("watched again", () => node.apiServer.requestsByVerb().watch > before);
+      await until("by the new client alone", () => node.apiServer.watchesOpen() === 1 && watched());
+    } finally {
+      sources.close?.();
+      sources.runtime.close();
+    }
+    await until("no watch left open", () => node.apiServer.watchesOpen() === 0);
   });
 });

@@ -1,0 +1,324 @@
+/**
+ * A collection of the API server kept in memory as client-go's reflector keeps it: one list, then
+ * a watch from the list's resourceVersion; a watch the server ends (its timeout) is resumed from
+ * the last version heard, at once; a watch that fails is resumed once at once, then the
+ * collection is listed again with a capped back-off; `410 Gone` (the version is too old) lists
+ * again; a watch silent past its timeout plus a margin is broken; and a full list every
+ * `resyncMs` is the safety net against anything missed.
+ *
+ * The items are given out only while they can be vouched for: listed, and the watch open (or
+ * being resumed after the server ended it cleanly). Otherwise `items()` says undefined, and the
+ * caller must ask the API server itself: a cache that cannot follow the server must never be
+ * taken for the server's answer.
+ */
+import type { SourceFailure, SourceResult } from "./types.ts";
+import type { Watch, WatchEvent, WatchHandlers } from "./watch_stream.ts";
+
+export interface Listed<T> {
+  items: T[];
+  resourceVersion: string;
+}
+
+export interface ListWatchOptions<T> {
+  /** Lists the collection (a plain GET: a quorum read). */
+  list(): Promise<SourceResult<Listed<T>>>;
+  /** Watches the collection from `resourceVersion`, for `timeoutSeconds`, with bookmarks. */
+  watch(resourceVersion: string, timeoutSeconds: number, on: WatchHandlers): Watch;
+  /** An object of an event as an item; undefined when it is not one. */
+  item(object: Record<string, unknown>): T | undefined;
+  key(item: T): string;
+  /** The timeout asked for each watch; a new watch picks again (client-go: 5 to 10 min). */
+  timeoutSeconds(): number;
+  /** How long past its timeout a watch that has not ended is taken for broken. */
+  silenceMarginMs: number;
+  /** A full list this often; unset: only when the watch cannot be resumed. */
+  resyncMs?: number;
+  /** After a 403 or 405 (watches refused), the next try this much later. */
+  retryRefusedMs: number;
+  /** A watch was taken for broken because it stayed silent past its timeout: the connection
+   *  under it may be dead without having said so. */
+  silent?(): void;
+  /** The items changed (an event added, changed or deleted one, or a list differed). */
+  changed(): void;
+  /** The server could not be followed (`lost`: a failed watch could not be resumed, or a list
+   *  failed), or could be again (`back`). */
+  reachability?(state: "lost" | "back", failure?: SourceFailure): void;
+}
+
+type WatchEnd =
+  | { kind: "ended" }
+  | { kind: "resync" }
+  | { kind: "expired" }
+  /** `delivered`: the watch gave at least one event before it failed. */
+  | { kind: "failed"; failure: SourceFailure; delivered: boolean };
+
+/** A watch that ends sooner than this with no event is a failed one. */
+const VERY_SHORT_WATCH_MS = 1_000;
+
+function veryShort(timeoutSeconds: number): SourceFailure {
+  return {
+    source: "apiserver",
+    kind: "bad-response",
+    message: `watch asked for ${timeoutSeconds} s ended at once with no event`,
+    problem: "very short watch",
+  };
+}
+
+/** The first retry is at once; then 250 ms, doubling, at most 30 s. */
+export function backoffMs(failures: number): number {
+  return failures <= 1 ? 0 : Math.min(30_000, 250 * 2 ** (failures - 2));
+}
+
+/** 403 (not allowed to watch) or 405 (a server or proxy that does not watch). */
+function isRefusal(failure: SourceFailure): boolean {
+  return failure.kind === "forbidden" || failure.status === 405;
+}
+
+function versionOf(object: Record<string, unknown>): string | undefined {
+  const version = (object.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
+  return typeof version === "string" && version !== "" ? version : undefined;
+}
+
+export class ListWatch<T> {
+  readonly #opts: ListWatchOptions<T>;
+  readonly #items = new Map<string, T>();
+  #version = "";
+  #usable = false;
+  #listed = false;
+  #lost = false;
+  #stopped = false;
+  #watch: Watch | undefined;
+  /** Ends the current wait (a back-off, or a watch under way) early. */
+  #interrupt: (() => void) | undefined;
+
+  constructor(opts: ListWatchOptions<T>) {
+    this.#opts = opts;
+    void this.#run();
+  }
+
+  /** The items, while listed and followed; undefined when only the server can tell. */
+  items(): T[] | undefined {
+    return this.#usable ? [...this.#items.values()] : undefined;
+  }
+
+  /** One item by key, on the same terms; null: followed, and there is none. */
+  item(key: string): T | null | undefined {
+    return this.#usable ? this.#items.get(key) ?? null : undefined;
+  }
+
+  /** Ends the watch under way, or the wait for the next, to watch again at once from the last
+   *  version: on another connection, when the one it used may be dead. */
+  rewatch(): void {
+    this.#interrupt?.();
+  }
+
+  close(): void {
+    this.#stopped = true;
+    this.#usable = false;
+    this.#watch?.close();
+    this.#interrupt?.();
+  }
+
+  #wait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#interrupt = done;
+    });
+  }
+
+  #setUsable(usable: boolean, failure?: SourceFailure) {
+    this.#usable = usable;
+    if (usable && this.#lost) {
+      this.#lost = false;
+      this.#opts.reachability?.("back");
+    } else if (!usable && failure && !this.#lost) {
+      this.#lost = true;
+      this.#opts.reachability?.("lost", failure);
+    }
+  }
+
+  async #run() {
+    let failures = 0;
+    let mustList = true;
+    let listedAt = 0;
+    while (!this.#stopped) {
+      if (mustList) {
+        const listed = await this.#opts.list();
+        if (this.#stopped) return;
+        if (!listed.ok) {
+          failures++;
+          if (isRefusal(listed.failure)) {
+            await this.#refusal();
+          } else {
+            this.#setUsable(false, listed.failure);
+            await this.#wait(backoffMs(Math.max(failures, 2)));
+          }
+          continue;
+        }
+        this.#replace(listed.value.items);
+        this.#version = listed.value.resourceVersion;
+        listedAt = Date.now();
+        mustList = false;
+      }
+      const end = await this.#watchOnce(listedAt);
+      if (this.#stopped) return;
+      switch (end.kind) {
+        case "ended":
+          failures = 0;
+          break;
+        case "resync":
+          mustList = true;
+          break;
+        case "expired":
+          // Listed again at once; again and again (a server that expires every version) only
+          // after a back-off.
+          this.#usable = false;
+          mustList = true;
+          failures++;
+          await this.#wait(backoffMs(failures));
+          break;
+        case "failed":
+          if (isRefusal(end.failure)) {
+            await this.#refusal();
+            mustList = true;
+            break;
+          }
+          failures = end.delivered ? 1 : failures + 1;
+          // Resumed once at once; a watch that cannot be resumed is a server that cannot be
+          // followed until a list succeeds again.
+          this.#usable = false;
+          if (failures > 1) {
+            this.#setUsable(false, end.failure);
+            mustList = true;
+          }
+          await this.#wait(backoffMs(failures));
+      }
+    }
+  }
+
+  /** Watches refused (403, 405): the caller asks with plain requests until the next try. */
+  async #refusal() {
+    this.#usable = false;
+    await this.#wait(this.#opts.retryRefusedMs);
+  }
+
+  /** The items of a list; a change from the last list or watch is told, the first list not. */
+  #replace(items: T[]) {
+    const before = this.#items.size;
+    let changed = false;
+    const next = new Map(items.map((item) => [this.#opts.key(item), item]));
+    for (const [key, item] of next) {
+      const old = this.#items.get(key);
+      if (old === undefined || JSON.stringify(old) !== JSON.stringify(item)) changed = true;
+    }
+    if (next.size !== before) changed = true;
+    this.#items.clear();
+    for (const [key, item] of next) this.#items.set(key, item);
+    if (changed && this.#listed) this.#opts.changed();
+    this.#listed = true;
+  }
+
+  /** One watch, from the last version, until it ends one way or another. */
+  #watchOnce(listedAt: number): Promise<WatchEnd> {
+    const opts = this.#opts;
+    const timeoutSeconds = opts.timeoutSeconds();
+    const startedAt = Date.now();
+    return new Promise((resolve) => {
+      let delivered = false;
+      let over = false;
+      const end = (how: WatchEnd) => {
+        if (over) return;
+        over = true;
+        clearTimeout(silence);
+        clearTimeout(resync);
+        this.#interrupt = undefined;
+        this.#watch?.close();
+        this.#watch = undefined;
+        resolve(how);
+      };
+      const silence = setTimeout(() => {
+        end({
+          kind: "failed",
+          delivered: false,
+          failure: {
+            source: "apiserver",
+            kind: "timeout",
+            message: `watch open past its ${timeoutSeconds} s timeout: taken for broken`,
+            problem: "watch silent past its timeout",
+          },
+        });
+        opts.silent?.();
+      }, timeoutSeconds * 1000 + opts.silenceMarginMs);
+      const resync = opts.resyncMs === undefined ? undefined : setTimeout(
+        () => end({ kind: "resync" }),
+        Math.max(0, listedAt + opts.resyncMs - Date.now()),
+      );
+      this.#interrupt = () => end({ kind: "ended" });
+      const onEvent = (event: WatchEvent) => {
+        if (over) return;
+        const failure = this.#apply(event);
+        if (failure === "expired") end({ kind: "expired" });
+        else if (failure) end({ kind: "failed", failure, delivered });
+        else delivered = true;
+      };
+      this.#watch = opts.watch(this.#version, timeoutSeconds, {
+        opened: () => this.#setUsable(true),
+        event: onEvent,
+        ended: (failure) => {
+          // 410 as the answer's status (as older servers send it) is an ERROR event's 410.
+          if (failure?.status === 410) return end({ kind: "expired" });
+          if (failure) return end({ kind: "failed", failure, delivered });
+          // As client-go: a watch ended at once with nothing in it is no watch, or a server (or
+          // something in front of it) that ends every watch would be asked again and again.
+          if (!delivered && Date.now() - startedAt < VERY_SHORT_WATCH_MS) {
+            return end({ kind: "failed", failure: veryShort(timeoutSeconds), delivered });
+          }
+          end({ kind: "ended" });
+        },
+      });
+    });
+  }
+
+  /** Applies one event; says why the watch must end, if it must. */
+  #apply(event: WatchEvent): SourceFailure | "expired" | undefined {
+    const { object } = event;
+    if (event.type === "ERROR") {
+      const status = object as { code?: unknown; reason?: unknown; message?: unknown };
+      if (status.code === 410 || status.reason === "Expired" || status.reason === "Gone") {
+        return "expired";
+      }
+      const code = typeof status.code === "number" ? status.code : undefined;
+      return {
+        source: "apiserver",
+        kind: code !== undefined && code >= 500 ? "server-error" : "bad-response",
+        message: `watch ended by the server: ${String(status.message ?? "an ERROR event")}`,
+        ...(code !== undefined ? { status: code } : {}),
+        problem: "watch ERROR event",
+      };
+    }
+    const version = versionOf(object);
+    if (event.type === "BOOKMARK") {
+      if (version !== undefined) this.#version = version;
+      return undefined;
+    }
+    const item = this.#opts.item(object);
+    if (item === undefined || version === undefined) {
+      return {
+        source: "apiserver",
+        kind: "bad-response",
+        message: `watch event ${event.type}: not an object of the collection watched`,
+        problem: "unexpected watch event",
+      };
+    }
+    const key = this.#opts.key(item);
+    if (event.type === "DELETED") this.#items.delete(key);
+    else this.#items.set(key, item);
+    this.#version = version;
+    this.#opts.changed();
+    return undefined;
+  }
+}

@@ -1,0 +1,390 @@
+/**
+ * The API server client's watches against the simulated API server, over real mTLS: the node's
+ * pods and single secrets and configmaps, listed then watched; resumed, relisted, broken, refused,
+ * and served from memory only while in sync.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import type { Pod } from "../../lib/core/pod.ts";
+import {
+  type ApiServerClient,
+  createApiServerClient,
+  type WatchSettings,
+} from "../../lib/sources/apiserver.ts";
+import { ChangeFanout } from "../../lib/sources/changes.ts";
+import { loadKubeconfig } from "../../lib/sources/kubeconfig.ts";
+import {
+  type SimApiServer,
+  type SimApiServerOptions,
+  startSimApiServer,
+} from "../../lib/sim/apiserver.ts";
+import { writeKubeconfig } from "../../lib/sim/pki.ts";
+import { DEAD_PROXY } from "../helpers/proxy_env.ts";
+import { pod } from "../helpers/pods.ts";
+import { NODE_NAME, simCluster, withTempDir } from "../sim/harness.ts";
+import { until } from "../helpers/until.ts";
+import { value } from "../helpers/source_result.ts";
+
+function onNode(id: string, nodeName = NODE_NAME, image = "pause:3.10"): Pod {
+  const p = pod(id);
+  return { ...p, spec: { containers: [{ name: "main", image }], nodeName } };
+}
+
+interface Fixture {
+  server: SimApiServer;
+  client: ApiServerClient;
+  /** Every change the client told, in order. */
+  told: string[];
+  /** The watch requests of the node's pods so far, as sent. */
+  podWatches(): URLSearchParams[];
+}
+
+const text = new TextEncoder();
+
+/**
+ * How watches reach the server: over fetch, HTTP/2 to a server that speaks it and HTTP/1.1 to
+ * one that does not; over node:https (one connection each) where fetch cannot do what the
+ * kubeconfig asks (here: insecure-skip-tls-verify).
+ */
+const TRANSPORTS = ["h2", "fetch-h1", "node-h1"] as const;
+type Transport = typeof TRANSPORTS[number];
+
+async function withWatchingClient(
+  transport: Transport,
+  fn: (f: Fixture) => Promise<void>,
+  options: {
+    server?: SimApiServerOptions;
+    watch?: Partial<WatchSettings>;
+    /** The API server's timeout (apiTimeout): the headers of a watch, a whole list. */
+    timeoutMs?: number;
+  } = {},
+): Promise<void> {
+  const cluster = await simCluster();
+  const server = await startSimApiServer(cluster.ca, {
+    ...options.server,
+    http2: transport === "h2",
+  });
+  try {
+    await withTempDir(async (dir) => {
+      const path = await writeKubeconfig(dir, {
+        server: server.url,
+        client: cluster.nodeClient,
+        embed: "inline",
+        ...(transport === "node-h1" ? { insecure: true } : { caPem: cluster.ca.certPem }),
+      });
+      const loaded = loadKubeconfig(path);
+      if (!loaded.ok) throw new Error(loaded.error);
+      const changes = new ChangeFanout();
+      const told: string[] = [];
+      changes.subscribe((reason) => told.push(reason));
+      // The node's environment: proxies that answer nothing, loopback exempted.
+      const env = { HTTPS_PROXY: DEAD_PROXY, HTTP_PROXY: DEAD_PROXY, NO_PROXY: "" };
+      const client = createApiServerClient(loaded.credentials, options.timeoutMs ?? 5_000, env, {
+        nodeName: NODE_NAME,
+        changes,
+        resyncMs: 600_000,
+        ...options.watch,
+      });
+      const podWatches = () =>
+        server.requests.map((r) => new URL(r.target, "http://sim"))
+          .filter((url) => url.pathname === "/api/v1/pods" && url.searchParams.has("watch"))
+          .map((url) => url.searchParams);
+      try {
+        await fn({ server, client, told, podWatches });
+      } finally {
+        client.close?.();
+      }
+    });
+  } finally {
+    await server.close();
+  }
+}
+
+const names = (pods: Pod[] | undefined) => pods?.map((p) => p.metadata.name);
+
+for (const transport of TRANSPORTS) {
+  Deno.test(`the node's pods are listed, then watched: changes reach the cache, which equals a fresh list (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told, podWatches }) => {
+      await until("the watch is open", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      assertEquals(client.watchedNodePods?.(NODE_NAME), []);
+      const [watch] = podWatches();
+      assertEquals(watch.get("fieldSelector"), `spec.nodeName=${NODE_NAME}`);
+      assertEquals(watch.get("allowWatchBookmarks"), "true");
+      const timeout = Number(watch.get("timeoutSeconds"));
+      assert(timeout >= 300 && timeout < 600, `timeoutSeconds ${timeout}`);
+
+      server.setPods([onNode("kube-system/etcd"), onNode("default/web", "node-2")]);
+      await until(
+        "the pod arrives",
+        () => names(client.watchedNodePods?.(NODE_NAME))?.length === 1,
+      );
+      assertEquals(
+        client.watchedNodePods?.(NODE_NAME),
+        value(await client.listNodePods(NODE_NAME)),
+      );
+      assert(told.includes("pod changed"));
+
+      server.setPods([onNode("kube-system/etcd", NODE_NAME, "etcd:3.6"), onNode("default/web")]);
+      await until(
+        "both changes arrive",
+        () =>
+          names(client.watchedNodePods?.(NODE_NAME))?.length === 2 &&
+          String(JSON.stringify(client.watchedNodePods?.(NODE_NAME))).includes("etcd:3.6"),
+      );
+      assertEquals(
+        client.watchedNodePods?.(NODE_NAME),
+        value(await client.listNodePods(NODE_NAME)),
+      );
+
+      // Moved to another node: gone from this node's watch, as from its list.
+      server.setPods([onNode("kube-system/etcd", "node-2"), onNode("default/web")]);
+      await until("the pod leaves", () => names(client.watchedNodePods?.(NODE_NAME))?.length === 1);
+      assertEquals(names(client.watchedNodePods?.(NODE_NAME)), ["web"]);
+      assertEquals(client.watchedNodePods?.("another-node"), undefined);
+      assertEquals(server.requestsByVerb().watch, 1);
+    });
+  });
+
+  Deno.test(`a watch the server ends is resumed at once from the last version, without a list (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, podWatches }) => {
+      server.setPods([onNode("kube-system/etcd")]);
+      await until("the watch is open", () => server.watchesOpen() === 1);
+      server.setPods([onNode("kube-system/etcd", NODE_NAME, "etcd:3.6")]);
+      await until(
+        "the change arrives",
+        () => String(JSON.stringify(client.watchedNodePods?.(NODE_NAME))).includes("etcd:3.6"),
+      );
+      const last = String(server.revision());
+      const lists = server.requestsByVerb().list;
+
+      server.closeWatches("end");
+      await until("a second watch", () => podWatches().length === 2);
+      assertEquals(podWatches()[1].get("resourceVersion"), last);
+      assertEquals(server.requestsByVerb().list, lists);
+      assert(client.watchedNodePods?.(NODE_NAME) !== undefined);
+    });
+  });
+
+  Deno.test(`bookmarks advance the version a watch resumes from (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, podWatches }) => {
+      server.setPods([onNode("kube-system/etcd")]);
+      await until("the watch is open", () => server.watchesOpen() === 1);
+      const seen = podWatches()[0].get("resourceVersion");
+      // A change this node's watch does not see; the bookmark that ends the watch says it.
+      server.setPods([onNode("kube-system/etcd"), onNode("default/web", "node-2")]);
+      const revision = String(server.revision());
+      assert(seen !== revision);
+      server.closeWatches("end");
+      await until("a second watch", () => podWatches().length === 2);
+      assertEquals(podWatches()[1].get("resourceVersion"), revision);
+    });
+  });
+
+  Deno.test(`a watch from a compacted version gets 410 Expired: the pods are listed again (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, podWatches }) => {
+      server.setPods([onNode("kube-system/etcd")]);
+      await until("the watch is open", () => server.watchesOpen() === 1);
+      server.setPods([onNode("kube-system/etcd"), onNode("default/web", "node-2")]);
+      server.compact();
+      const lists = server.requestsByVerb().list;
+      // Dropped: no last bookmark tells the client the revision it missed.
+      server.closeWatches("drop");
+      await until("listed again", () => server.requestsByVerb().list === lists + 1);
+      await until("watched from the new list", () => podWatches().length === 3);
+      assertEquals(podWatches()[2].get("resourceVersion"), String(server.revision()));
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      assertEquals(names(client.watchedNodePods?.(NODE_NAME)), ["etcd"]);
+    });
+  });
+
+  Deno.test(`a watch silent past its timeout and margin is broken; one that cannot be resumed loses the API server (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told }) => {
+      const secret = { kind: "secret", namespace: "kube-system", name: "etcd-certs" } as const;
+      client.watchObjects?.([secret]);
+      await until("the watches are open", () => server.watchesOpen() === 2);
+      const objectWatches = () =>
+        server.requests.filter((r) => r.target.includes("secrets?") && r.target.includes("watch"))
+          .length;
+      server.setWatchMode("silent");
+      // Only the pods' watch ends: the secret's (asked for an hour or more) stays open.
+      server.closeWatches("end", "pods");
+      assertEquals(objectWatches(), 1);
+      await until("the pods' watch again", () => server.watchesOpen() === 2);
+      await until("the API server is lost", () => told.includes("apiserver lost"));
+      assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
+      // The silence may be a dead connection: the other watches were asked again too.
+      assert(objectWatches() >= 2, `${objectWatches()} watches of the secret`);
+
+      server.setWatchMode("normal");
+      server.closeWatches("end");
+      await until("the API server is back", () => told.includes("apiserver back"));
+      assert(client.watchedNodePods?.(NODE_NAME) !== undefined);
+    }, { watch: { podWatchSeconds: [1, 1], silenceMarginMs: 100 } });
+  });
+
+  for (const fault of ["html", "truncated", "wrong-kind", "server-error", "hang"] as const) {
+    Deno.test(`a watch answered ${fault} breaks it: the API server is lost, never "no pods" (${transport})`, async () => {
+      await withWatchingClient(transport, async ({ server, client, told }) => {
+        server.setPods([onNode("kube-system/etcd")]);
+        await until("in sync", () => names(client.watchedNodePods?.(NODE_NAME))?.length === 1);
+        server.setFault(fault);
+        server.closeWatches("end");
+        await until("the API server is lost", () => told.includes("apiserver lost"));
+        assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
+        assert(!(await client.listNodePods(NODE_NAME)).ok);
+      }, { timeoutMs: 500 });
+    });
+  }
+
+  Deno.test(`a dropped connection with the port closed loses the API server at once (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told }) => {
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      await server.stopListening();
+      await until("the API server is lost", () => told.includes("apiserver lost"));
+      assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
+      await server.resumeListening();
+      await until("the API server is back", () => told.includes("apiserver back"));
+    });
+  });
+
+  for (const mode of ["forbidden", "method-not-allowed"] as const) {
+    Deno.test(`watches refused (${mode}): pods and objects are asked with plain GETs, and watched again later (${transport})`, async () => {
+      await withWatchingClient(transport, async ({ server, client }) => {
+        server.setWatchMode(mode);
+        server.setPods([onNode("kube-system/etcd")]);
+        server.setSecret("kube-system", "etcd-certs", { "tls.crt": "cert" });
+        const ref = { kind: "secret", namespace: "kube-system", name: "etcd-certs" } as const;
+        client.watchObjects?.([ref]);
+        await until("both watches asked", () => server.requestsByVerb().watch >= 2);
+        assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
+        assertEquals(names(value(await client.listNodePods(NODE_NAME))), ["etcd"]);
+        const gets = server.requestsByVerb().get;
+        assertEquals(value(await client.getSecret("kube-system", "etcd-certs")), {
+          "tls.crt": text.encode("cert"),
+        });
+        assertEquals(server.requestsByVerb().get, gets + 1);
+        assertEquals(client.objectVersion?.(ref), undefined);
+
+        // Asked again later: once the server allows watches, they are used.
+        server.setWatchMode("normal");
+        await until("the pods watched", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+        await until("the secret watched", () => client.objectVersion?.(ref) !== undefined);
+      }, { watch: { retryRefusedMs: 200 } });
+    });
+  }
+
+  Deno.test(`a watched secret is served without a request, its changes told; unreferenced watches are closed (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told }) => {
+      server.setSecret("kube-system", "etcd-certs", { "tls.crt": "one" });
+      server.setConfigMap("kube-system", "kube-proxy", { "config.conf": "mode: ipvs" });
+      const secret = { kind: "secret", namespace: "kube-system", name: "etcd-certs" } as const;
+      const configMap = {
+        kind: "configMap",
+        namespace: "kube-system",
+        name: "kube-proxy",
+      } as const;
+      const missing = { kind: "secret", namespace: "kube-system", name: "nothing" } as const;
+      client.watchObjects?.([secret, configMap, missing]);
+      await until("all watched", () => server.watchesOpen() === 4);
+      await until("in sync", () => client.objectVersion?.(missing) === "absent");
+      const object = new URLSearchParams(
+        server.requests.map((r) => r.target).find((t) =>
+          t.includes("secrets?") && t.includes("watch")
+        )!
+          .split("?")[1],
+      );
+      assertEquals(object.get("fieldSelector"), "metadata.name=etcd-certs");
+      const timeout = Number(object.get("timeoutSeconds"));
+      assert(timeout >= 3600 && timeout < 7200, `timeoutSeconds ${timeout}`);
+
+      const before = server.requestsByVerb();
+      assertEquals(value(await client.getSecret("kube-system", "etcd-certs")), {
+        "tls.crt": text.encode("one"),
+      });
+      assertEquals(value(await client.getConfigMap("kube-system", "kube-proxy")), {
+        "config.conf": text.encode("mode: ipvs"),
+      });
+      const absent = await client.getSecret("kube-system", "nothing");
+      assert(!absent.ok && absent.failure.kind === "not-found");
+      assertEquals(server.requestsByVerb(), before);
+
+      const version = client.objectVersion?.(secret);
+      server.setSecret("kube-system", "etcd-certs", { "tls.crt": "two" });
+      await until("the change arrives", () => client.objectVersion?.(secret) !== version);
+      assert(told.includes("secret changed"));
+      assertEquals(value(await client.getSecret("kube-system", "etcd-certs")), {
+        "tls.crt": text.encode("two"),
+      });
+      server.deleteSecret("kube-system", "etcd-certs");
+      await until("the deletion arrives", () => client.objectVersion?.(secret) === "absent");
+
+      client.watchObjects?.([configMap]);
+      await until("the others' watches closed", () => server.watchesOpen() === 2);
+      assertEquals(client.objectVersion?.(secret), undefined);
+    });
+  });
+
+  Deno.test(`connections: one for every watch over HTTP/2, one per watch over HTTP/1.1 (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      const refs = Array.from({ length: 5 }, (_, i) => {
+        server.setSecret("kube-system", `secret-${i}`, { key: `value-${i}` });
+        return { kind: "secret", namespace: "kube-system", name: `secret-${i}` } as const;
+      });
+      client.watchObjects?.(refs);
+      await until("every watch open", () => server.watchesOpen() === 6);
+      // The lists' connections close once idle; the watches' stay.
+      await until(
+        "only the watches' connections open",
+        () => server.connections().open === (transport === "h2" ? 1 : 6),
+      );
+    });
+  });
+
+  Deno.test(`every resync interval the pods are listed again; the cache answers throughout (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const lists = server.requestsByVerb().list;
+      await until("listed again, twice", () => server.requestsByVerb().list >= lists + 2);
+      // A resync is no outage: the cache answers throughout.
+      assert(client.watchedNodePods?.(NODE_NAME) !== undefined);
+    }, { watch: { resyncMs: 100 } });
+  });
+
+  Deno.test(`watches ended at once with nothing in them are failures, not a loop (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told }) => {
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      server.setWatchMode("end-at-once");
+      server.closeWatches("drop");
+      await until("the API server is lost", () => told.includes("apiserver lost"));
+      assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
+      server.setWatchMode("normal");
+      await until("the API server is back", () => told.includes("apiserver back"));
+    });
+  });
+
+  Deno.test(`a watch answered 410 Gone lists again, as the ERROR event does (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const lists = server.requestsByVerb().list;
+      server.setWatchMode("gone");
+      server.closeWatches("drop");
+      await until("listed again", () => server.requestsByVerb().list > lists);
+      server.setWatchMode("normal");
+      await until("in sync again", () => server.watchesOpen() === 1);
+      await until("served", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+    });
+  });
+
+  Deno.test(`an event many reads long arrives whole (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const big = onNode("kube-system/etcd");
+      big.metadata.annotations = { note: "é".repeat(100_000) };
+      server.setPods([big]);
+      await until("the pod arrives", () => client.watchedNodePods?.(NODE_NAME)?.length === 1);
+      assertEquals(
+        client.watchedNodePods?.(NODE_NAME),
+        value(await client.listNodePods(NODE_NAME)),
+      );
+    });
+  });
+}
