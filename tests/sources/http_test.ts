@@ -316,3 +316,35 @@ Deno.test("a connection pool reuses connections while calls overlap and keeps no
     await peer.close();
   }
 });
+
+Deno.test("a connection pool with keepIdleMs keeps its connection between calls, and closes it once idle that long", async () => {
+  const { ca, nodeClient } = await simCluster();
+  const serving = await ca.issueServerCert();
+  const peer = await startSimPeer({
+    tls: { ...serving, clientCaPem: ca.certPem },
+    handle: () => ({ status: 200, body: { answer: 7 } }),
+    failure: () => ({ status: 503, body: "fault" }),
+  });
+  const kept = target(peer.url, {
+    connections: new ConnectionPool(1, { keepIdleMs: 300 }),
+    tls: {
+      verifyServer: true,
+      caPem: ca.certPem,
+      certPem: nodeClient.certPem,
+      keyPem: nodeClient.keyPem,
+    },
+  });
+  try {
+    for (let i = 0; i < 3; i++) {
+      assert((await getJson(kept, { path: "/", schema: Answer })).ok);
+      // Handed back to the pool, not closed, after the answer.
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      assertEquals(peer.connections(), { accepted: 1, open: 1 });
+    }
+    assert(await allClosed(peer), "the idle connection stayed open");
+    assert((await getJson(kept, { path: "/", schema: Answer })).ok);
+    assertEquals(peer.connections().accepted, 2);
+  } finally {
+    await peer.close();
+  }
+});
