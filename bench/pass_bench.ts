@@ -2,7 +2,8 @@
  * Node benchmark: the real agent against a simulated node on loopback (lib/sim/node.ts: API
  * server and kubelet over mTLS, a gRPC CRI runtime on a unix socket) with N parents of two secrets
  * and one configmap each. Each figure is printed beside its target (bench/targets.ts) and, when
- * missed, by how much; docs/benchmarks.md, "Node", has the figures and why targets are missed.
+ * missed, by how much; docs/benchmarks.md, "Node pass", has the figures and why targets are
+ * missed.
  *
  *   deno task bench-pass [--parents 10,100,1000] [--rest-seconds 60] [--settle-seconds 10]
  *                        [--loss-rounds 5] [--secret-rounds 3] [--give-up-seconds 70]
