@@ -65,10 +65,11 @@ function describeCa(ca: KubeletCa, creds: Credentials): string {
 
 /**
  * The kubelet is asked every pass, one call at a time: its connection is kept between passes
- * (lib/sources/http.ts, ConnectionPool), and closed after this long without a call, as Go's
- * http.Transport closes idle connections after 90 s.
+ * (lib/sources/http.ts, ConnectionPool), and closed after this long without a call. The kubelet
+ * closes connections idle for 90 s (its http.Server's IdleTimeout); closing ours first means a
+ * call never goes out on a connection the kubelet is closing at that moment.
  */
-const KEEP_IDLE_MS = 90_000;
+const KEEP_IDLE_MS = 60_000;
 
 const HOW_TO_VERIFY = `set kubeletCaFile to the CA that signed the kubelet's serving ` +
   `certificate (for a kubelet's own self-signed certificate: ${SELF_SIGNED_KUBELET_CA})`;
