@@ -1,5 +1,5 @@
 /**
- * The agent's Prometheus metrics, on an exposition of its own (lib/admin/exposition.ts), so two
+ * The agent's Prometheus metrics (lib/admin/exposition.ts), on a registry of its own, so two
  * daemons in one process — as in tests — never share counters.
  *
  * Counters and the duration histogram are fed by every pass the daemon runs (`onPass`); gauges
@@ -7,13 +7,13 @@
  * starts) are read from the daemon when scraped, so they are never stale, and so are the
  * certificates' expiries, from their files.
  *
- * No `nodejs_*` series (prom-client's default metrics): under Deno they describe Node internals
- * Deno only emulates (active handles and requests always read 0), and process CPU and memory are
- * already measured per unit by systemd's cgroup accounting. The two process gauges an alert
- * needs from the process itself — when it started and how much memory it holds — are exported
- * directly.
+ * No `nodejs_*` series (a Node client library's default metrics): under Deno they describe Node
+ * internals Deno only emulates (active handles and requests always read 0), and process CPU and
+ * memory are already measured per unit by systemd's cgroup accounting. The two process gauges
+ * an alert needs from the process itself — when it started and how much memory it holds — are
+ * exported directly.
  */
-import { Counter, Exposition, Gauge, Histogram } from "./exposition.ts";
+import { Counter, Gauge, Histogram, Registry } from "./exposition.ts";
 import type { PassReport } from "../pass/report.ts";
 import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Daemon } from "../daemon/daemon.ts";
@@ -48,51 +48,54 @@ function seconds(t: Instant | undefined): number {
 }
 
 export class AdminMetrics {
-  readonly #exposition = new Exposition();
-  readonly #passes: Counter;
+  readonly registry = new Registry();
+  readonly #passes: Counter<"result">;
   readonly #duration: Histogram;
-  readonly #transitions: Counter;
-  readonly #sourceErrors: Counter;
-  readonly #writeErrors: Counter;
+  readonly #transitions: Counter<"from" | "to">;
+  readonly #sourceErrors: Counter<"source" | "kind">;
+  readonly #writeErrors: Counter<"op">;
   readonly #bytesWritten: Counter;
 
   /** Registers the metrics and subscribes to the daemon's passes. */
   constructor(daemon: Daemon) {
-    const counter = (name: string, help: string, labelNames: string[] = []) =>
-      this.#exposition.register(new Counter(`${PREFIX}${name}`, help, labelNames));
-    this.#passes = counter(
-      "passes_total",
-      "Passes run, by result: complete (every source answered, every write succeeded) " +
+    const registers = [this.registry];
+    this.#passes = new Counter({
+      name: `${PREFIX}passes_total`,
+      help: "Passes run, by result: complete (every source answered, every write succeeded) " +
         "or degraded.",
-      ["result"],
-    );
+      labelNames: ["result"],
+      registers,
+    });
     for (const result of ["complete", "degraded"] as const) this.#passes.inc({ result }, 0);
-    this.#duration = this.#exposition.register(
-      new Histogram(
-        `${PREFIX}pass_duration_seconds`,
-        "How long a pass took, from observing the node to persisting its status.",
-        PASS_DURATION_BUCKETS,
-      ),
-    );
-    this.#transitions = counter(
-      "state_transitions_total",
-      "Checkpoint state changes, by the state left and the state entered.",
-      ["from", "to"],
-    );
-    this.#sourceErrors = counter(
-      "source_errors_total",
-      "Passes in which a source did not answer, by source and kind of failure.",
-      ["source", "kind"],
-    );
-    this.#writeErrors = counter(
-      "write_errors_total",
-      "Writes a pass could not make, by operation.",
-      ["op"],
-    );
-    this.#bytesWritten = counter(
-      "bytes_written_total",
-      "Bytes written: manifests, stored secret and configmap files, state records.",
-    );
+    this.#duration = new Histogram({
+      name: `${PREFIX}pass_duration_seconds`,
+      help: "How long a pass took, from observing the node to persisting its status.",
+      buckets: PASS_DURATION_BUCKETS,
+      registers,
+    });
+    this.#transitions = new Counter({
+      name: `${PREFIX}state_transitions_total`,
+      help: "Checkpoint state changes, by the state left and the state entered.",
+      labelNames: ["from", "to"],
+      registers,
+    });
+    this.#sourceErrors = new Counter({
+      name: `${PREFIX}source_errors_total`,
+      help: "Passes in which a source did not answer, by source and kind of failure.",
+      labelNames: ["source", "kind"],
+      registers,
+    });
+    this.#writeErrors = new Counter({
+      name: `${PREFIX}write_errors_total`,
+      help: "Writes a pass could not make, by operation.",
+      labelNames: ["op"],
+      registers,
+    });
+    this.#bytesWritten = new Counter({
+      name: `${PREFIX}bytes_written_total`,
+      help: "Bytes written: manifests, stored secret and configmap files, state records.",
+      registers,
+    });
     this.#readAtScrape(`${PREFIX}checkpoints`, "Tracked checkpoints, by state.", ["state"], (g) => {
       const counts = new Map<string, number>(STATUS_STATES.map((state) => [state, 0]));
       for (const record of daemon.stores.status.list()) {
@@ -104,25 +107,25 @@ export class AdminMetrics {
       `${PREFIX}sandbox_checkpoints`,
       "Pod sandboxes of active checkpoints with a stored sandbox checkpoint.",
       [],
-      (g) => g.set({}, daemon.stores.sandboxes.list().length),
+      (g) => g.set(daemon.stores.sandboxes.list().length),
     );
     this.#readAtScrape(
       `${PREFIX}last_pass_timestamp_seconds`,
       "When the last pass finished, complete or not (0: none yet).",
       [],
-      (g) => g.set({}, seconds(daemon.lastTick)),
+      (g) => g.set(seconds(daemon.lastTick)),
     );
     this.#readAtScrape(
       `${PREFIX}last_complete_pass_timestamp_seconds`,
       "When the last complete pass finished (0: none yet).",
       [],
-      (g) => g.set({}, seconds(daemon.lastCompletePassAt)),
+      (g) => g.set(seconds(daemon.lastCompletePassAt)),
     );
     this.#readAtScrape(
       `${PREFIX}ready`,
       "1 while the node is protected (what /readyz answers 200 for), else 0.",
       [],
-      (g) => g.set({}, daemon.readiness().ready ? 1 : 0),
+      (g) => g.set(daemon.readiness().ready ? 1 : 0),
     );
     this.#readAtScrape(
       `${PREFIX}not_ready`,
@@ -149,7 +152,7 @@ export class AdminMetrics {
       "Checkpoints active for startTimeout whose copy the runtime does not run, as of the last " +
         "pass (0 while the runtime does not answer: nothing is judged).",
       [],
-      (g) => g.set({}, daemon.lastReport?.stalledStarts.length ?? 0),
+      (g) => g.set(daemon.lastReport?.stalledStarts.length ?? 0),
     );
     this.#readAtScrape(
       `${PREFIX}certificate_expiry_timestamp_seconds`,
@@ -164,31 +167,37 @@ export class AdminMetrics {
         }
       },
     );
-    const startTime = Math.round(performance.timeOrigin) / 1000;
-    this.#readAtScrape(
-      "process_start_time_seconds",
-      "Start time of the process since the Unix epoch, in seconds.",
-      [],
-      (g) => g.set({}, startTime),
-    );
+    new Gauge({
+      name: "process_start_time_seconds",
+      help: "Start time of the process since the Unix epoch, in seconds.",
+      registers,
+    }).set(Math.round(performance.timeOrigin) / 1000);
     this.#readAtScrape(
       "process_resident_memory_bytes",
       "Resident memory size in bytes.",
       [],
-      (g) => g.set({}, Deno.memoryUsage().rss),
+      (g) => g.set(Deno.memoryUsage().rss),
     );
     // The listener must never throw: it runs inside the daemon's pass.
     daemon.onPass((report) => this.observe(report));
   }
 
   /** A gauge whose value is read from the daemon each time it is scraped. */
-  #readAtScrape(
+  #readAtScrape<L extends string>(
     name: string,
     help: string,
-    labelNames: string[],
-    read: (gauge: Gauge) => void,
+    labelNames: L[],
+    read: (gauge: Gauge<L>) => void,
   ) {
-    this.#exposition.register(new Gauge(name, help, labelNames, read));
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [this.registry],
+      collect() {
+        read(this);
+      },
+    });
   }
 
   /** Counts one finished pass. */
@@ -202,15 +211,15 @@ export class AdminMetrics {
       this.#sourceErrors.inc({ source: failure.source, kind: failure.kind });
     }
     for (const error of report.errors) this.#writeErrors.inc({ op: error.op });
-    this.#bytesWritten.inc({}, report.bytesWritten);
+    this.#bytesWritten.inc(report.bytesWritten);
   }
 
   get contentType(): string {
-    return this.#exposition.contentType;
+    return this.registry.contentType;
   }
 
   /** The exposition text, with every gauge read now. */
   text(): Promise<string> {
-    return Promise.resolve(this.#exposition.text());
+    return this.registry.metrics();
   }
 }
