@@ -55,8 +55,9 @@ const TEST_DIRS = ["test", "tests", "spec", "specs"];
 /**
  * The test directories of the npm packages the lock file pins, in Deno's npm cache. `deno
  * compile` runs its CommonJS export analysis on every file of every package it embeds, and its
- * parser overflows the stack on bintrees' test data (100,000 lines of numbers, which parse as one
- * long expression): the build crashes. Tests are never loaded at run time; they are left out.
+ * parser overflowed the stack on the test data of bintrees (once a dependency: 100,000 lines of
+ * numbers, which parse as one long expression): the build crashed. Tests are never loaded at run
+ * time; they are left out.
  */
 async function npmTestDirs(lockFile: string): Promise<string[]> {
   const dirs: string[] = [];

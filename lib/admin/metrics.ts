@@ -1,19 +1,19 @@
 /**
- * The agent's Prometheus metrics, on a registry of its own (never prom-client's global one, so
- * two daemons in one process — as in tests — never share counters).
+ * The agent's Prometheus metrics (lib/admin/exposition.ts), on a registry of its own, so two
+ * daemons in one process — as in tests — never share counters.
  *
  * Counters and the duration histogram are fed by every pass the daemon runs (`onPass`); gauges
  * that describe the present (checkpoints by state, sandbox checkpoints, last pass times, stalled
  * starts) are read from the daemon when scraped, so they are never stale, and so are the
  * certificates' expiries, from their files.
  *
- * prom-client's default metrics are left out: under Deno the `nodejs_*` series describe Node
+ * No `nodejs_*` series (a Node client library's default metrics): under Deno they describe Node
  * internals Deno only emulates (active handles and requests always read 0), and process CPU and
  * memory are already measured per unit by systemd's cgroup accounting. The two process gauges
  * an alert needs from the process itself — when it started and how much memory it holds — are
  * exported directly.
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "./exposition.ts";
 import type { PassReport } from "../pass/report.ts";
 import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Daemon } from "../daemon/daemon.ts";

@@ -297,6 +297,9 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
 
   async function listen(): Promise<void> {
     const created = createServer();
+    // An idle connection stays open as long as the kubelet's and the API server's own servers
+    // keep one (Go's http.Server with IdleTimeout 90 s), not node:http's 5 s.
+    created.keepAliveTimeout = 90_000;
     await new Promise<void>((resolve, reject) => {
       created.once("error", reject);
       created.listen(port, host, () => {

@@ -92,30 +92,43 @@ function tunnelAgent(protocol: "http:" | "https:", tunnel: net.Socket): http.Age
 }
 
 /**
- * Connections to one peer, kept only while its calls overlap. A refresh GETs every secret and
- * configmap, 8 checkpoints at a time: a connection per GET cost a TLS handshake each (Deno's
- * node:tls parses the CA, certificate and key anew for every connection; a pre-built
- * `tls.createSecureContext` is only a holder of those strings there) and most of a refresh's time
- * and memory. Here the calls of such a burst share a few connections, and once no call is under
- * way at the end of an event-loop turn every idle connection is closed. Nothing stays open
- * between passes: a stale connection is never reused, a peer that disappears leaves nothing
- * behind, nothing is open at exit, and a rotated credential is used from the next burst on.
+ * Connections to one peer: by default kept only while its calls overlap, or, with `keepIdleMs`,
+ * for as long as the peer keeps them open and a call comes at least that often.
+ *
+ * Overlapping calls: a refresh GETs every secret and configmap, 8 checkpoints at a time: a
+ * connection per GET cost a TLS handshake each (Deno's node:tls parses the CA, certificate and
+ * key anew for every connection; a pre-built `tls.createSecureContext` is only a holder of those
+ * strings there) and most of a refresh's time and memory. The calls of such a burst share a few
+ * connections, and once no call is under way at the end of an event-loop turn every idle
+ * connection is closed: a peer asked in rare bursts is left nothing open between them.
+ *
+ * Kept: a peer asked every pass (the kubelet) would otherwise cost a handshake every poll
+ * interval, most of a quiet pass's CPU. An idle connection the peer closes leaves the pool at
+ * once (node:http's agent drops it on `close`); one idle longer than `keepIdleMs` is closed, so
+ * a pool left behind when the clients are rebuilt with new credentials goes by itself. Idle
+ * connections do not keep the process alive.
  */
 export class ConnectionPool {
   readonly #maxSockets: number;
+  readonly #keepIdleMs: number | undefined;
   readonly #agents = new Map<string, http.Agent>();
   #inFlight = 0;
   #closing: ReturnType<typeof setTimeout> | undefined;
 
   /** `maxSockets`: connections open at once; further calls wait for one to be free. */
-  constructor(maxSockets: number) {
+  constructor(maxSockets: number, opts: { keepIdleMs?: number } = {}) {
     this.#maxSockets = maxSockets;
+    this.#keepIdleMs = opts.keepIdleMs;
   }
 
   agent(protocol: "http:" | "https:"): http.Agent {
     let agent = this.#agents.get(protocol);
     if (!agent) {
-      agent = directAgent(protocol, { keepAlive: true, maxSockets: this.#maxSockets });
+      agent = directAgent(protocol, {
+        keepAlive: true,
+        maxSockets: this.#maxSockets,
+        ...(this.#keepIdleMs !== undefined ? { timeout: this.#keepIdleMs } : {}),
+      });
       // A socket may be handed back after its call was counted as ended.
       agent.on("free", () => this.#closeIdleWhenQuiet());
       this.#agents.set(protocol, agent);
@@ -136,7 +149,7 @@ export class ConnectionPool {
 
   /** The next call of a burst starts within the turn in which the previous one ended. */
   #closeIdleWhenQuiet(): void {
-    if (this.#inFlight > 0) return;
+    if (this.#inFlight > 0 || this.#keepIdleMs !== undefined) return;
     this.#closing ??= setTimeout(() => {
       this.#closing = undefined;
       if (this.#inFlight > 0) return;

@@ -16,7 +16,13 @@
  */
 import type { Pod } from "../core/pod.ts";
 import { PodListSchema } from "./apiserver.ts";
-import { CERTIFICATE_NOT_VERIFIED, getJson, type HttpTarget, type TlsSettings } from "./http.ts";
+import {
+  CERTIFICATE_NOT_VERIFIED,
+  ConnectionPool,
+  getJson,
+  type HttpTarget,
+  type TlsSettings,
+} from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
 import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
 import { failed, type SourceResult } from "./types.ts";
@@ -57,6 +63,14 @@ function describeCa(ca: KubeletCa, creds: Credentials): string {
     : "the system's roots (the kubeconfig names no certificate-authority)";
 }
 
+/**
+ * The kubelet is asked every pass, one call at a time: its connection is kept between passes
+ * (lib/sources/http.ts, ConnectionPool), and closed after this long without a call. The kubelet
+ * closes connections idle for 90 s (its http.Server's IdleTimeout); closing ours first means a
+ * call never goes out on a connection the kubelet is closing at that moment.
+ */
+const KEEP_IDLE_MS = 60_000;
+
 const HOW_TO_VERIFY = `set kubeletCaFile to the CA that signed the kubelet's serving ` +
   `certificate (for a kubelet's own self-signed certificate: ${SELF_SIGNED_KUBELET_CA})`;
 
@@ -68,12 +82,16 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
     ? { certPem: creds.certPem, keyPem: creds.keyPem }
     : {};
   const caPem = ca.kind === "file" ? ca.pem : ca.kind === "cluster" ? creds.caPem : undefined;
+  // Connections differ by their TLS settings too: one made unverified never serves a call that
+  // must verify.
+  const connections = new ConnectionPool(1, { keepIdleMs: KEEP_IDLE_MS });
   const secure = (tls: TlsSettings): HttpTarget => ({
     source: "kubelet",
     baseUrl: opts.url,
     timeoutMs: opts.timeoutMs,
     proxy: chooseProxy(new URL(opts.url), env),
     tls,
+    connections,
   });
   const verifying = secure({ verifyServer: true, ...(caPem ? { caPem } : {}), ...clientCert });
   const unverified = secure({ verifyServer: false, ...clientCert });
@@ -82,6 +100,7 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
     baseUrl: opts.readonlyUrl,
     timeoutMs: opts.timeoutMs,
     proxy: chooseProxy(new URL(opts.readonlyUrl), env),
+    connections,
   };
   const pods = `GET ${opts.url}/pods`;
   const tokenNotSent = (why: string) =>

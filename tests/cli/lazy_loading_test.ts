@@ -1,7 +1,8 @@
 /**
- * `ckpt-agent version` and `ckpt-agent help` load neither the admin server nor the agent: read
- * from the module graph Deno resolves (scripts/module_graph.ts), following the imports that run
- * (no `import type`) from main.ts and from the module main.ts imports for the command.
+ * `ckpt-agent version` and `ckpt-agent help` load neither the admin server nor the agent, and the
+ * daemon (`run`) loads none of the packages and modules it has no use for: read from the module
+ * graph Deno resolves (scripts/module_graph.ts), following the imports that run (no `import
+ * type`) from main.ts and from the module main.ts imports for the command.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { type GraphDependency, moduleGraph } from "../../scripts/module_graph.ts";
@@ -32,11 +33,22 @@ async function staticClosure(path: string): Promise<Set<string>> {
   return seen;
 }
 
-/** The admin server, the agent's daemon command, and the packages only they need. */
+/** The admin server, the agent's daemon command, and the package only they need. */
 function heavy(specifier: string): boolean {
   return specifier.startsWith(new URL("lib/admin/", ROOT).href) ||
     specifier === new URL("lib/commands/run.ts", ROOT).href ||
-    /^npm:\/?(hono|prom-client)@/.test(specifier);
+    /^npm:\/?hono@/.test(specifier);
+}
+
+/**
+ * What the daemon must not load: the packages only tests and other commands use (each costs the
+ * daemon megabytes of memory for as long as it runs: docs/benchmarks.md), and the simulated
+ * cluster, the demo and the verifier.
+ */
+function notForTheDaemon(specifier: string): boolean {
+  return /^npm:\/?(protobufjs|prom-client|@peculiar\/x509|reflect-metadata)@/.test(specifier) ||
+    ["lib/sim/", "lib/demo/", "lib/verify/", "lib/doctor/"]
+      .some((dir) => specifier.startsWith(new URL(dir, ROOT).href));
 }
 
 async function loadedFor(commandModule: string): Promise<string[]> {
@@ -52,13 +64,18 @@ Deno.test("the graph walk sees the heavy modules where they are: the run command
   const run = await loadedFor("lib/commands/run.ts");
   assert(run.some((m) => m.startsWith(new URL("lib/admin/", ROOT).href)), "lib/admin/");
   assert(run.some((m) => /^npm:\/?hono@/.test(m)), "hono");
-  assert(run.some((m) => /^npm:\/?prom-client@/.test(m)), "prom-client");
 });
 
-Deno.test("version loads neither the admin server, Hono, prom-client nor the run command", async () => {
+Deno.test("the daemon loads neither protobufjs, prom-client, x509, the simulation, the demo, the verifier nor the doctor", async () => {
+  const demo = await loadedFor("lib/commands/demo.ts");
+  assert(demo.some(notForTheDaemon), "the walk sees them where they are loaded");
+  assertEquals((await loadedFor("lib/commands/run.ts")).filter(notForTheDaemon), []);
+});
+
+Deno.test("version loads neither the admin server, Hono nor the run command", async () => {
   assertEquals((await loadedFor("lib/commands/version.ts")).filter(heavy), []);
 });
 
-Deno.test("help loads neither the admin server, Hono, prom-client nor the run command", async () => {
+Deno.test("help loads neither the admin server, Hono nor the run command", async () => {
   assertEquals((await loadedFor("lib/cli/help.ts")).filter(heavy), []);
 });

@@ -9,7 +9,12 @@ import {
   type TlsSettings,
 } from "../../lib/sources/http.ts";
 import type { SourceResult } from "../../lib/sources/types.ts";
-import { type PeerResponse, type SimPeerOptions, startSimPeer } from "../../lib/sim/peer.ts";
+import {
+  type PeerResponse,
+  type SimPeer,
+  type SimPeerOptions,
+  startSimPeer,
+} from "../../lib/sim/peer.ts";
 import { createSimCa } from "../../lib/sim/pki.ts";
 import { NODE_NAME, sec1Key, simCluster, using } from "../sim/harness.ts";
 
@@ -262,26 +267,33 @@ async function allClosed(peer: { connections(): { open: number } }): Promise<boo
   return peer.connections().open === 0;
 }
 
-Deno.test("a connection pool reuses connections while calls overlap and keeps none after", async () => {
+/** A peer over TLS that wants client certificates, and the settings of a client it accepts. */
+async function tlsPeer(
+  handle: SimPeerOptions["handle"],
+): Promise<{ peer: SimPeer; tls: TlsSettings }> {
   const { ca, nodeClient } = await simCluster();
   const serving = await ca.issueServerCert();
   const peer = await startSimPeer({
     tls: { ...serving, clientCaPem: ca.certPem },
-    handle: (request) =>
-      request.path === "/missing"
-        ? { status: 404, body: { kind: "Status", message: "gone", code: 404 } }
-        : { status: 200, body: { answer: 7 } },
+    handle,
     failure: () => ({ status: 503, body: "fault" }),
   });
-  const pooled = target(peer.url, {
-    connections: new ConnectionPool(3),
-    tls: {
-      verifyServer: true,
-      caPem: ca.certPem,
-      certPem: nodeClient.certPem,
-      keyPem: nodeClient.keyPem,
-    },
-  });
+  const tls = {
+    verifyServer: true,
+    caPem: ca.certPem,
+    certPem: nodeClient.certPem,
+    keyPem: nodeClient.keyPem,
+  };
+  return { peer, tls };
+}
+
+Deno.test("a connection pool reuses connections while calls overlap and keeps none after", async () => {
+  const { peer, tls } = await tlsPeer((request) =>
+    request.path === "/missing"
+      ? { status: 404, body: { kind: "Status", message: "gone", code: 404 } }
+      : { status: 200, body: { answer: 7 } }
+  );
+  const pooled = target(peer.url, { connections: new ConnectionPool(3), tls });
   const burst = (count: number) =>
     Promise.all(
       Array.from({ length: count }, (_, i) =>
@@ -312,6 +324,24 @@ Deno.test("a connection pool reuses connections while calls overlap and keeps no
     await peer.resumeListening();
     assertEquals((await burst(4)).every((a) => a.ok), true);
     assert(await allClosed(peer), "a connection stayed open after the last answer");
+  } finally {
+    await peer.close();
+  }
+});
+
+Deno.test("a connection pool with keepIdleMs keeps its connection between calls, and closes it once idle that long", async () => {
+  const { peer, tls } = await tlsPeer(() => ({ status: 200, body: { answer: 7 } }));
+  const kept = target(peer.url, { connections: new ConnectionPool(1, { keepIdleMs: 300 }), tls });
+  try {
+    for (let i = 0; i < 3; i++) {
+      assert((await getJson(kept, { path: "/", schema: Answer })).ok);
+      // Handed back to the pool, not closed, after the answer.
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      assertEquals(peer.connections(), { accepted: 1, open: 1 });
+    }
+    assert(await allClosed(peer), "the idle connection stayed open");
+    assert((await getJson(kept, { path: "/", schema: Answer })).ok);
+    assertEquals(peer.connections().accepted, 2);
   } finally {
     await peer.close();
   }

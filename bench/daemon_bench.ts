@@ -1,0 +1,312 @@
+/**
+ * The daemon as a node runs it, measured from outside: `main.ts run` with the unit's Deno flags
+ * and glibc settings (scripts/permissions.ts) as a subprocess against a simulated node (poll
+ * interval 5 s, the configuration's defaults otherwise), its CPU time and memory read from
+ * /proc, what it does seen in the files it writes and the requests the simulated servers record.
+ *
+ * In order, one daemon per node: its first pass on an empty node; a window at rest; secret
+ * changes until each is in its stored file; API losses (the port closed, every connection cut,
+ * every pod stopped) until every active manifest is in the static-pod dir, each followed by the
+ * control plane's return and the withdrawal of the copies.
+ */
+import { join } from "node:path";
+import { manyParents } from "../lib/sim/control_plane.ts";
+import { SimNode } from "../lib/sim/node.ts";
+import type { SimApiServer } from "../lib/sim/apiserver.ts";
+import { AGENT_MALLOC_ENV, agentDenoFlags } from "../scripts/permissions.ts";
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const POLL_INTERVAL_MS = 5_000;
+const SAMPLE_MS = 100;
+/** How often the bench looks at the files the daemon writes. */
+const WATCH_MS = 20;
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on every Linux build). */
+const TICKS_PER_SECOND = 100;
+
+export interface DaemonBenchOptions {
+  /** The window at rest, in which CPU and API requests are counted. */
+  restSeconds: number;
+  /** After the first pass and before the window: passes that may still be settling. */
+  settleSeconds: number;
+  lossRounds: number;
+  secretRounds: number;
+  /** How long a secret change or an activation may take before the bench gives up on it. */
+  giveUpSeconds: number;
+}
+
+/** Kilobytes, as /proc/<pid>/status gives them. */
+export interface MemorySample {
+  /** VmRSS = RssAnon + RssFile + RssShmem. */
+  rss: number;
+  /** Heaps, stacks, V8's pages. */
+  anon: number;
+  /** Mostly the deno executable's own pages, shared with every deno process. */
+  file: number;
+}
+
+const ZERO: MemorySample = { rss: 0, anon: 0, file: 0 };
+
+export function memoryOf(pid: number): MemorySample | undefined {
+  try {
+    const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+    const field = (name: string) =>
+      Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1]);
+    return { rss: field("VmRSS"), anon: field("RssAnon"), file: field("RssFile") };
+  } catch {
+    return undefined; // exited meanwhile
+  }
+}
+
+/** User and system CPU seconds of every thread of the process so far. */
+function cpuSeconds(pid: number): number {
+  // The command name, in parentheses, may hold spaces: fields count from after it.
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
+
+/** The largest of each figure among samples taken every SAMPLE_MS, overall and per phase. */
+class MemoryWatch {
+  readonly max: MemorySample = { ...ZERO };
+  #phase: MemorySample = { ...ZERO };
+  readonly #timer: ReturnType<typeof setInterval>;
+
+  constructor(pid: number) {
+    this.#timer = setInterval(() => {
+      const sample = memoryOf(pid);
+      if (!sample) return;
+      for (const key of Object.keys(ZERO) as (keyof MemorySample)[]) {
+        this.max[key] = Math.max(this.max[key], sample[key]);
+        this.#phase[key] = Math.max(this.#phase[key], sample[key]);
+      }
+    }, SAMPLE_MS);
+  }
+
+  /** The maxima since the last call. */
+  phase(): MemorySample {
+    const phase = this.#phase;
+    this.#phase = { ...ZERO };
+    return phase;
+  }
+
+  stop() {
+    clearInterval(this.#timer);
+  }
+}
+
+/**
+ * The watches the simulated API server has open, when it counts them (as `watchesOpen`, a
+ * number or a function), else undefined.
+ */
+export function watchesOpen(api: SimApiServer): number | undefined {
+  const count = (api as unknown as { watchesOpen?: unknown }).watchesOpen;
+  if (typeof count === "function") return Number(count.call(api));
+  return typeof count === "number" ? count : undefined;
+}
+
+function sleep(ms: number) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Seconds until `done()` holds, looked at every WATCH_MS; undefined after `giveUpS`. */
+async function secondsUntil(done: () => boolean, giveUpS: number): Promise<number | undefined> {
+  const start = performance.now();
+  while (!done()) {
+    if (performance.now() - start > giveUpS * 1000) return undefined;
+    await sleep(WATCH_MS);
+  }
+  return (performance.now() - start) / 1000;
+}
+
+function jsonFiles(dir: string): number {
+  try {
+    let n = 0;
+    for (const entry of Deno.readDirSync(dir)) if (entry.name.endsWith(".json")) n++;
+    return n;
+  } catch {
+    return 0;
+  }
+}
+
+function readOr(path: string): string | undefined {
+  try {
+    return Deno.readTextFileSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The stored file of one key of a secret, wherever the checkpoint's layout put it. */
+function findStoredFile(dir: string, secret: string, key: string): string | undefined {
+  for (const entry of Deno.readDirSync(dir)) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory) {
+      if (entry.name === secret && readOr(join(path, key)) !== undefined) return join(path, key);
+      const found = findStoredFile(path, secret, key);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
+
+export interface RestFigures {
+  seconds: number;
+  cpuSeconds: number;
+  cpuPerMinute: number;
+  apiRequestsPerMinute: number;
+  kubeletRequestsPerMinute: number;
+  /** Connections the API server and the kubelet accepted in the window, per minute. */
+  apiConnectionsPerMinute: number;
+  kubeletConnectionsPerMinute: number;
+  watchesOpen: number | undefined;
+  memory: MemorySample;
+}
+
+export interface DaemonFigures {
+  parents: number;
+  /** From the spawn of the process until every parent's checkpoint manifest is on disk. */
+  firstPassSeconds: number;
+  rest: RestFigures;
+  /** Each round's time, undefined where the bench gave up. */
+  secretToFileSeconds: (number | undefined)[];
+  apiLoss: {
+    /** Until the first active manifest, and until all of them, were in the static-pod dir. */
+    firstSeconds: (number | undefined)[];
+    allSeconds: (number | undefined)[];
+    /** From the control plane's return until every copy was withdrawn. */
+    withdrawnSeconds: (number | undefined)[];
+  };
+  /** Maxima over the whole run, and per phase. */
+  memory: {
+    max: MemorySample;
+    firstPass: MemorySample;
+    rest: MemorySample;
+    changes: MemorySample;
+  };
+}
+
+/** The daemon with `n` parents, measured as the top of this file says. */
+export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<DaemonFigures> {
+  const node = await SimNode.start({ cluster: manyParents("cp-1", n) });
+  try {
+    const config = node.config({ pollIntervalMs: POLL_INTERVAL_MS });
+    const configFile = await node.writeConfigFile({ pollIntervalMs: POLL_INTERVAL_MS });
+    const giveUp = opts.giveUpSeconds;
+    const spawnedAt = performance.now();
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", ...agentDenoFlags(), MAIN, "run", "--config", configFile],
+      env: AGENT_MALLOC_ENV,
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    const memory = new MemoryWatch(child.pid);
+    let exited = false;
+    const status = child.status.finally(() => exited = true);
+    const alive = (done: () => boolean) => () => {
+      if (exited) throw new Error("the daemon exited");
+      return done();
+    };
+    try {
+      // The first pass: every parent's manifest in the inactive dir.
+      const firstDone = await secondsUntil(
+        alive(() => jsonFiles(config.inactiveDir) >= n),
+        giveUp + n / 10,
+      );
+      if (firstDone === undefined) {
+        throw new Error("the first pass did not checkpoint every parent");
+      }
+      const firstPassSeconds = (performance.now() - spawnedAt) / 1000;
+      const firstPass = memory.phase();
+      await sleep(opts.settleSeconds * 1000);
+      memory.phase();
+
+      const rest = await atRest(node, child.pid, opts.restSeconds, memory);
+
+      const secretToFileSeconds: (number | undefined)[] = [];
+      const secret = "component-0000-credentials", key = "token";
+      const stored = findStoredFile(config.secretsDir, secret, key);
+      if (!stored) throw new Error(`no stored file of ${secret}/${key}`);
+      for (let round = 1; round <= opts.secretRounds; round++) {
+        const value = `changed ${round} at ${Date.now()}`;
+        node.apiServer.setSecret("kube-system", secret, {
+          [key]: value,
+          username: "system:component-0000",
+        });
+        const took = await secondsUntil(alive(() => readOr(stored) === value), giveUp);
+        secretToFileSeconds.push(took);
+        if (took === undefined) break;
+      }
+
+      const apiLoss = { firstSeconds: [], allSeconds: [], withdrawnSeconds: [] } as DaemonFigures[
+        "apiLoss"
+      ];
+      for (let round = 0; round < opts.lossRounds; round++) {
+        // At any moment of the poll interval, not just after the pass that saw the last return.
+        await sleep(Math.random() * POLL_INTERVAL_MS);
+        const lostAt = performance.now();
+        await node.loseControlPlane("down");
+        const active = () => jsonFiles(config.staticPodDir);
+        const first = await secondsUntil(alive(() => active() >= 1), giveUp);
+        const all = first === undefined
+          ? undefined
+          : await secondsUntil(alive(() => active() >= n), giveUp);
+        apiLoss.firstSeconds.push(first === undefined ? undefined : first);
+        apiLoss.allSeconds.push(
+          all === undefined ? undefined : (performance.now() - lostAt) / 1000,
+        );
+        await node.restoreControlPlane();
+        const withdrawn = await secondsUntil(alive(() => active() === 0), giveUp);
+        apiLoss.withdrawnSeconds.push(withdrawn);
+        if (all === undefined || withdrawn === undefined) break;
+      }
+      const changes = memory.phase();
+      return {
+        parents: n,
+        firstPassSeconds,
+        rest,
+        secretToFileSeconds,
+        apiLoss,
+        memory: { max: { ...memory.max }, firstPass, rest: rest.memory, changes },
+      };
+    } finally {
+      memory.stop();
+      if (!exited) child.kill("SIGTERM");
+      await status;
+    }
+  } finally {
+    await node.close();
+  }
+}
+
+/** CPU and requests over `seconds` in which nothing changes on the node. */
+async function atRest(
+  node: SimNode,
+  pid: number,
+  seconds: number,
+  memory: MemoryWatch,
+): Promise<RestFigures> {
+  const api = node.apiServer, kubelet = node.kubelet.secure;
+  const before = {
+    cpu: cpuSeconds(pid),
+    api: api.requests.length,
+    kubelet: kubelet.requests.length,
+    apiConnections: api.connections().accepted,
+    kubeletConnections: kubelet.connections().accepted,
+    at: performance.now(),
+  };
+  await sleep(seconds * 1000);
+  const minutes = (performance.now() - before.at) / 60_000;
+  const cpu = cpuSeconds(pid) - before.cpu;
+  return {
+    seconds: minutes * 60,
+    cpuSeconds: cpu,
+    cpuPerMinute: cpu / minutes,
+    apiRequestsPerMinute: (api.requests.length - before.api) / minutes,
+    kubeletRequestsPerMinute: (kubelet.requests.length - before.kubelet) / minutes,
+    apiConnectionsPerMinute: (api.connections().accepted - before.apiConnections) / minutes,
+    kubeletConnectionsPerMinute: (kubelet.connections().accepted - before.kubeletConnections) /
+      minutes,
+    watchesOpen: watchesOpen(api),
+    memory: memory.phase(),
+  };
+}
