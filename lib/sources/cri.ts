@@ -10,9 +10,11 @@ import { z } from "zod";
 import {
   CRI_API_VERSIONS,
   type CriApiVersion,
+  type CriMethod,
   criServices,
   type RuntimeMethod,
 } from "./cri_proto.ts";
+import { AnswerMemo } from "./answer_memo.ts";
 import { GrpcStatus, grpcStatusName, GrpcUnaryClient } from "./grpc_unary.ts";
 import { failed, type FailureKind, type SourceResult, succeeded } from "./types.ts";
 
@@ -118,12 +120,25 @@ type RpcError = { code: number; details: string };
 
 type RpcOutcome = { ok: true; value: unknown } | { ok: false; error: RpcError };
 
+function decoded(codec: CriMethod, message: Uint8Array): RpcOutcome {
+  try {
+    return { ok: true, value: codec.decodeResponse(message) };
+  } catch (error) {
+    return {
+      ok: false,
+      error: { code: GrpcStatus.INTERNAL, details: `undecodable answer: ${error}` },
+    };
+  }
+}
+
 class CriRuntimeClient implements RuntimeClient {
   readonly #endpoint: string;
   readonly #socketPath: string;
   readonly #timeoutMs: number;
   #connection: GrpcUnaryClient | undefined;
   #api: CriApiVersion | undefined;
+  /** Each method's last valid answer, by the path it is called at (which names the version). */
+  readonly #memos = new Map<string, AnswerMemo<unknown>>();
 
   constructor(endpoint: string, socketPath: string, timeoutMs: number) {
     this.#endpoint = endpoint;
@@ -211,11 +226,22 @@ class CriRuntimeClient implements RuntimeClient {
     request: unknown,
     schema: z.ZodType<T>,
   ): Promise<SourceResult<T>> {
-    const outcome = await this.#rpc(version, method, request);
-    if (outcome.ok) return this.#check(version, method, outcome.value, schema);
+    const codec = criServices()[version][method];
+    const exchanged = await this.#exchange(codec.path, codec.encodeRequest(request));
+    if (exchanged.ok) {
+      const memo = this.#memos.get(codec.path) ?? new AnswerMemo<unknown>();
+      this.#memos.set(codec.path, memo);
+      const decodeAndCheck = () => {
+        const outcome = decoded(codec, exchanged.message);
+        return outcome.ok
+          ? this.#check(version, method, outcome.value, schema)
+          : this.#failure<T>(version, method, outcome.error);
+      };
+      return memo.answer(exchanged.message, decodeAndCheck) as SourceResult<T>;
+    }
     // A runtime replaced by one that speaks another version: probe again on the next call.
-    if (outcome.error.code === GrpcStatus.UNIMPLEMENTED) this.#api = undefined;
-    return this.#failure(version, method, outcome.error);
+    if (exchanged.code === GrpcStatus.UNIMPLEMENTED) this.#api = undefined;
+    return this.#failure(version, method, exchanged);
   }
 
   #check<T>(
@@ -256,24 +282,21 @@ class CriRuntimeClient implements RuntimeClient {
 
   async #rpc(version: CriApiVersion, method: RuntimeMethod, request: unknown): Promise<RpcOutcome> {
     const codec = criServices()[version][method];
-    const body = codec.encodeRequest(request);
+    const outcome = await this.#exchange(codec.path, codec.encodeRequest(request));
+    return outcome.ok ? decoded(codec, outcome.message) : { ok: false, error: outcome };
+  }
+
+  /** One call, its answer undecoded. */
+  async #exchange(path: string, body: Uint8Array) {
     const reused = this.#connection !== undefined;
-    let outcome = await this.#call(codec.path, body);
+    const outcome = await this.#call(path, body);
     // A runtime restarted since the last call leaves a dead connection behind. Every CRI call we
     // make only reads, so it is asked once more on a fresh connection, as gRPC clients
     // transparently retry calls the server never saw.
     if (!outcome.ok && outcome.code === GrpcStatus.UNAVAILABLE && reused) {
-      outcome = await this.#call(codec.path, body);
+      return await this.#call(path, body);
     }
-    if (!outcome.ok) return { ok: false, error: outcome };
-    try {
-      return { ok: true, value: codec.decodeResponse(outcome.message) };
-    } catch (error) {
-      return {
-        ok: false,
-        error: { code: GrpcStatus.INTERNAL, details: `undecodable answer: ${error}` },
-      };
-    }
+    return outcome;
   }
 
   /** One call on the current connection, which is dropped when it turns out to be dead. */

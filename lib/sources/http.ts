@@ -16,6 +16,7 @@ import type net from "node:net";
 import tls from "node:tls";
 import type { z } from "zod";
 import { formatSchemaError } from "../core/schema_error.ts";
+import type { AnswerMemo } from "./answer_memo.ts";
 import { bareHost, describeProxy, portOf, type Proxy, type ProxyChoice } from "./proxy.ts";
 import { openTunnel } from "./proxy_tunnel.ts";
 import {
@@ -169,6 +170,8 @@ export interface JsonGet<T> {
   bearerToken?: string;
   /** Told the response's headers as soon as they arrive, before its body, whatever its status. */
   onHeaders?: (headers: http.IncomingHttpHeaders) => void;
+  /** The last valid answer to this GET: a body it came from is not parsed again. */
+  memo?: AnswerMemo<T>;
 }
 
 /** The `problem` of a failure whose cause is that the server's certificate did not verify. */
@@ -445,7 +448,8 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
           finish(fail(...statusFailure(status, response.statusMessage, body)), answered);
         } else {
           const contentType = String(response.headers["content-type"] ?? "none");
-          finish(parseBody(body, status, contentType, get.schema, fail), answered);
+          const parse = () => parseBody(body, status, contentType, get.schema, fail);
+          finish(get.memo ? get.memo.answer(body, parse) : parse(), answered);
         }
       };
       cutShort = () => {

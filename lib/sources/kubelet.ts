@@ -15,6 +15,7 @@
  * says to set kubeletCaFile.
  */
 import type { Pod } from "../core/pod.ts";
+import { AnswerMemo } from "./answer_memo.ts";
 import { PodListSchema } from "./apiserver.ts";
 import {
   CERTIFICATE_NOT_VERIFIED,
@@ -113,6 +114,14 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
     );
   /** Set once the certificate did not verify against the cluster CA (the default only). */
   let askUnverified = ca.kind === "off";
+  // Whichever port answered: the same body is the same list of pods.
+  const memo = new AnswerMemo<Pod[]>();
+  const podsGet = (bearerToken?: string) => ({
+    path: "/pods",
+    schema: PodListSchema,
+    memo,
+    ...(bearerToken !== undefined ? { bearerToken } : {}),
+  });
 
   async function listSecure(): Promise<SourceResult<Pod[]>> {
     if (askUnverified) {
@@ -121,7 +130,7 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
           "kubeletCaFile is off, so the kubelet's serving certificate is not verified",
         );
       }
-      return getJson(unverified, { path: "/pods", schema: PodListSchema });
+      return getJson(unverified, podsGet());
     }
     let bearerToken: string | undefined;
     if (hasToken) {
@@ -130,7 +139,7 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
       bearerToken = token.token;
     }
     // The token is written only once the handshake has verified the certificate.
-    const result = await getJson(verifying, { path: "/pods", schema: PodListSchema, bearerToken });
+    const result = await getJson(verifying, podsGet(bearerToken));
     if (result.ok || result.failure.problem !== CERTIFICATE_NOT_VERIFIED) return result;
     // What the handshake said, without the request (and proxy) it was said of.
     const said = result.failure.message.slice(result.failure.message.indexOf(": ") + 2);
@@ -149,14 +158,14 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
         "kubeletCaFile to off to ask it unverified without this warning",
       { kubelet: opts.url, error: against },
     );
-    return getJson(unverified, { path: "/pods", schema: PodListSchema });
+    return getJson(unverified, podsGet());
   }
 
   return {
     async listPods() {
       const first = await listSecure();
       if (first.ok || readonly === undefined) return first;
-      const second = await getJson(readonly, { path: "/pods", schema: PodListSchema });
+      const second = await getJson(readonly, podsGet());
       if (second.ok) return second;
       return failed(
         "kubelet",
