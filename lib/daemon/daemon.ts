@@ -117,7 +117,7 @@ export class Daemon {
   #armDeadline(report: PassReport, now: Instant) {
     const next = nextDeadline({
       report,
-      records: this.stores.status.list(),
+      records: this.stores.status.peekAll(),
       startTimeoutMs: this.config.startTimeoutMs,
     });
     // Rounded up: a timer that fires a little early would find the deadline still ahead.

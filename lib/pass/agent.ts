@@ -182,7 +182,7 @@ export class Agent {
       [...desiredActions(result)].filter(([, action]) => action === "start").map(([id]) => id),
     );
     report.stalledStarts = stalledStarts({
-      records: stores.status.list(),
+      records: stores.status.peekAll(),
       started,
       running: runtimeAnswered ? obs.running : undefined,
       nodeName: config.nodeName,

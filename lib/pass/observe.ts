@@ -22,7 +22,7 @@ import { readStatusRecords } from "../store/status_store.ts";
  */
 export type TrackedStateReader = () => Promise<Map<string, CheckpointState>>;
 
-function trackedStates(records: StatusRecord[]): Map<string, CheckpointState> {
+function trackedStates(records: readonly StatusRecord[]): Map<string, CheckpointState> {
   return new Map(records.map((r) => [r.id, stateOfRecord(r)]));
 }
 
@@ -31,8 +31,10 @@ function trackedStates(records: StatusRecord[]): Map<string, CheckpointState> {
  * be recorded, and the status store's before the first pass. Planning from what is on disk
  * instead would restart a grace period on every pass while the state dir cannot be written.
  */
-export function trackedFromStore(status: { list(): StatusRecord[] }): TrackedStateReader {
-  return () => Promise.resolve(trackedStates(status.list()));
+export function trackedFromStore(
+  status: { peekAll(): readonly StatusRecord[] },
+): TrackedStateReader {
+  return () => Promise.resolve(trackedStates(status.peekAll()));
 }
 
 /** For passes that write nothing: the store's directory is read, never opened. */

@@ -68,7 +68,7 @@ export function trackStatus(stores: AgentStores, result: PassResult, now: Instan
     if (!change && recordMatches(current, state)) continue;
     stores.setStatus(id, nextStatusRecord(current, id, state, change, now));
   }
-  for (const { id } of stores.status.list()) {
+  for (const { id } of stores.status.peekAll()) {
     if (!result.tracked.has(id)) stores.forgetStatus(id);
   }
 }

@@ -167,6 +167,11 @@ export class AgentStores {
     },
     /** Copies of every record, sorted by id. */
     list: (): StatusView[] => this.#status.keys().map((id) => this.status.get(id)!),
+    /**
+     * Every record as the agent holds it, sorted by id: not copies (never modify them), for
+     * what every pass reads several times.
+     */
+    peekAll: (): StatusRecord[] => this.#status.keys().map((id) => this.#status.peek(id)!),
   };
 
   /** The sandboxes of active checkpoints the agent holds. */
