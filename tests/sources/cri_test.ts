@@ -494,3 +494,16 @@ Deno.test("sandbox info: absent or odd parts read as empty, each on its own", ()
     { ...empty, portMappings: [{ protocol: "sctp", containerPort: 1, hostPort: 2 }] },
   );
 });
+
+Deno.test("running pods: the same answer again is the same pods; a change, and a change back, are seen", async () => {
+  const etcd = pod("kube-system/etcd"), apiserver = pod("kube-system/kube-apiserver");
+  await withRuntime([etcd, apiserver], async ({ sim, client }) => {
+    const names = async () => value(await client.listRunningPods()).map((p) => p.name);
+    assertEquals(await names(), ["etcd", "kube-apiserver"]);
+    assertEquals(await names(), ["etcd", "kube-apiserver"]);
+    sim.setPods([etcd]);
+    assertEquals(await names(), ["etcd"]);
+    sim.setPods([etcd, apiserver]);
+    assertEquals(await names(), ["etcd", "kube-apiserver"]);
+  });
+});

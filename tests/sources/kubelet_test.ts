@@ -382,3 +382,19 @@ Deno.test('a kubelet with no pods answers "items": null: an empty list', async (
     },
   );
 });
+
+Deno.test("the same answer again is the same pods; a change, or a bad answer between, is seen", async () => {
+  await withKubelet(async (kubelet, cluster) => {
+    const kubeletClient = client(kubelet, cluster, { ca: pinned(kubelet) });
+    const first = await kubeletClient.listPods();
+    assertEquals(await kubeletClient.listPods(), first);
+    kubelet.setPods([parent("kube-system/kube-apiserver")]);
+    assertEquals(ids(await kubeletClient.listPods()).length, 2);
+    kubelet.secure.setFault("html");
+    assertEquals(failure(await kubeletClient.listPods()).kind, "bad-response");
+    kubelet.secure.setFault("none");
+    assertEquals(ids(await kubeletClient.listPods()).length, 2);
+    kubelet.setPods([parent("kube-system/kube-apiserver"), pod("default/web")]);
+    assertEquals(ids(await kubeletClient.listPods()), ids(first));
+  });
+});
