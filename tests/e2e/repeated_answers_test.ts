@@ -11,34 +11,41 @@ function jsonFiles(dir: string): string[] {
     .sort();
 }
 
-Deno.test("after passes with repeated answers: a loss activates, the return withdraws, a deleted parent goes when its grace ends", async () => {
-  const f = await DaemonFixture.start();
-  try {
-    await f.pass();
-    const checkpoints = jsonFiles(f.config.inactiveDir);
-    assertEquals(checkpoints.length > 0, true);
-    for (let i = 0; i < 3; i++) assertEquals((await f.pass()).applied, [], `idle pass ${i + 1}`);
+for (const readonlyPort of [false, true]) {
+  // With the read-only port, the kubelet still answers while the API server is gone: its kept,
+  // frozen pods are then the parents the pass plans and checkpoints from.
+  const kubelet = readonlyPort ? "the kubelet's read-only port" : "the secure port only";
+  Deno.test(`after passes with repeated answers (${kubelet}): a loss activates, the return withdraws, a deleted parent goes when its grace ends`, async () => {
+    const f = await DaemonFixture.start({}, { kubeletReadonlyPort: readonlyPort });
+    try {
+      await f.pass();
+      const checkpoints = jsonFiles(f.config.inactiveDir);
+      assertEquals(checkpoints.length > 0, true);
+      for (let i = 0; i < 3; i++) assertEquals((await f.pass()).applied, [], `idle pass ${i + 1}`);
 
-    await f.node.loseControlPlane();
-    await f.pass();
-    assertEquals(jsonFiles(f.config.staticPodDir), checkpoints);
-    for (let i = 0; i < 2; i++) await f.pass();
-    assertEquals(jsonFiles(f.config.staticPodDir), checkpoints);
+      await f.node.loseControlPlane();
+      const lost = await f.pass();
+      const kubeletFailed = lost.failures.some((failure) => failure.source === "kubelet");
+      assertEquals(kubeletFailed, !readonlyPort);
+      assertEquals(jsonFiles(f.config.staticPodDir), checkpoints);
+      for (let i = 0; i < 2; i++) await f.pass();
+      assertEquals(jsonFiles(f.config.staticPodDir), checkpoints);
 
-    await f.node.restoreControlPlane();
-    for (let i = 0; i < 3; i++) await f.pass();
-    assertEquals(jsonFiles(f.config.staticPodDir), []);
-    assertEquals(jsonFiles(f.config.inactiveDir), checkpoints);
+      await f.node.restoreControlPlane();
+      for (let i = 0; i < 3; i++) await f.pass();
+      assertEquals(jsonFiles(f.config.staticPodDir), []);
+      assertEquals(jsonFiles(f.config.inactiveDir), checkpoints);
 
-    const [gone] = f.node.parents;
-    const goneId = `${gone.metadata.namespace}/${gone.metadata.name}`;
-    await f.node.deleteParent(goneId);
-    for (let i = 0; i < 2; i++) await f.pass();
-    assertEquals(jsonFiles(f.config.inactiveDir), checkpoints, "kept during its grace period");
-    f.clock.advance(f.config.checkpointGracePeriodMs);
-    await f.pass();
-    assertEquals(jsonFiles(f.config.inactiveDir).length, checkpoints.length - 1);
-  } finally {
-    await f.close();
-  }
-});
+      const [gone] = f.node.parents;
+      const goneId = `${gone.metadata.namespace}/${gone.metadata.name}`;
+      await f.node.deleteParent(goneId);
+      for (let i = 0; i < 2; i++) await f.pass();
+      assertEquals(jsonFiles(f.config.inactiveDir), checkpoints, "kept during its grace period");
+      f.clock.advance(f.config.checkpointGracePeriodMs);
+      await f.pass();
+      assertEquals(jsonFiles(f.config.inactiveDir).length, checkpoints.length - 1);
+    } finally {
+      await f.close();
+    }
+  });
+}
