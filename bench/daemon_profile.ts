@@ -67,10 +67,15 @@ const node = await SimNode.start({ cluster: manyParents("cp-1", n) });
 try {
   const settings = { pollIntervalMs: 5_000, adminListen: `127.0.0.1:${ADMIN_PORT}` };
   const configFile = await node.writeConfigFile(settings);
-  const script = new URL(flags.profile ? "./profiled_daemon.ts" : "../main.ts", import.meta.url);
-  const denoFlags = flags.profile ? ["--allow-all", agentDenoFlags().at(-1)!] : agentDenoFlags();
+  const main = new URL("../main.ts", import.meta.url).pathname;
+  const preload = new URL("./profiler_preload.ts", import.meta.url).pathname;
+  // Profiled with every permission (the profile is written by the daemon's process); the
+  // unit's V8 flags kept.
+  const denoFlags = flags.profile
+    ? ["--allow-all", agentDenoFlags().at(-1)!, "--preload", preload]
+    : agentDenoFlags();
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", ...denoFlags, script.pathname, "run", "--config", configFile],
+    args: ["run", ...denoFlags, main, "run", "--config", configFile],
     env: {
       ...AGENT_MALLOC_ENV,
       ...(flags.profile ? { CKPT_BENCH_CPU_PROFILE: flags.profile } : {}),

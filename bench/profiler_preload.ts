@@ -1,10 +1,9 @@
 /**
- * `main.ts` as bench/daemon_profile.ts runs it: the first SIGUSR2 starts V8's CPU profiler, the
- * second writes the profile to $CKPT_BENCH_CPU_PROFILE (a .cpuprofile, for
- * bench/cpu_profile_summary.ts).
+ * Loaded before `main.ts` (`deno run --preload`) by bench/daemon_profile.ts: the first SIGUSR2
+ * starts V8's CPU profiler, the second writes the profile to $CKPT_BENCH_CPU_PROFILE (a
+ * .cpuprofile, for bench/cpu_profile_summary.ts).
  */
 import { Session } from "node:inspector/promises";
-import { main } from "../main.ts";
 
 const file = Deno.env.get("CKPT_BENCH_CPU_PROFILE");
 if (!file) throw new Error("CKPT_BENCH_CPU_PROFILE is not set");
@@ -22,4 +21,3 @@ Deno.addSignalListener("SIGUSR2", async () => {
   const { profile } = await session.post("Profiler.stop");
   await Deno.writeTextFile(file, JSON.stringify(profile));
 });
-Deno.exit(await main(Deno.args));
