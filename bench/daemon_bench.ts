@@ -118,7 +118,8 @@ async function secondsUntil(done: () => boolean, giveUpS: number): Promise<numbe
   return (performance.now() - start) / 1000;
 }
 
-function jsonFiles(dir: string): number {
+/** The checkpoint manifests (.json) in a manifest dir; 0 while it does not exist. */
+export function jsonFiles(dir: string): number {
   try {
     let n = 0;
     for (const entry of Deno.readDirSync(dir)) if (entry.name.endsWith(".json")) n++;

@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import { manyParents } from "../lib/sim/control_plane.ts";
 import { SimNode } from "../lib/sim/node.ts";
 import { AGENT_MALLOC_ENV, agentDenoFlags } from "../scripts/permissions.ts";
-import { memoryOf } from "./daemon_bench.ts";
+import { jsonFiles, memoryOf } from "./daemon_bench.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -55,14 +55,6 @@ async function passesByTrigger(): Promise<string> {
     .map((line) => line.replace(/^.*trigger="([^"]+)"\} /, "$1 ")).join(", ");
 }
 
-function checkpointsIn(dir: string): number {
-  try {
-    return [...Deno.readDirSync(dir)].filter((entry) => entry.name.endsWith(".json")).length;
-  } catch {
-    return 0;
-  }
-}
-
 const node = await SimNode.start({ cluster: manyParents("cp-1", n) });
 try {
   const settings = { pollIntervalMs: 5_000, adminListen: `127.0.0.1:${ADMIN_PORT}` };
@@ -84,7 +76,7 @@ try {
     stderr: "null",
   }).spawn();
   try {
-    while (checkpointsIn(node.config().inactiveDir) < n) await sleep(50);
+    while (jsonFiles(node.config().inactiveDir) < n) await sleep(50);
     await sleep(Number(flags["settle-seconds"]) * 1000);
     const passesBefore = await passesByTrigger();
     if (flags.profile) Deno.kill(child.pid, "SIGUSR2");
