@@ -6,6 +6,10 @@
  * again; a watch silent past its timeout plus a margin is broken; and a full list every
  * `resyncMs` is the safety net against anything missed.
  *
+ * A failed watch tells `lost` at once, before it is resumed: what follows a failure (a resume,
+ * then lists with back-off) may take long, while a pass that asks the server itself costs
+ * little; if the resume succeeds, `back` follows.
+ *
  * The items are given out only while they can be vouched for: listed, and the watch open (or
  * being resumed after the server ended it cleanly). Otherwise `items()` says undefined, and the
  * caller must ask the API server itself: a cache that cannot follow the server must never be
@@ -40,8 +44,8 @@ export interface ListWatchOptions<T> {
   silent?(): void;
   /** The items changed (an event added, changed or deleted one, or a list differed). */
   changed(): void;
-  /** The server could not be followed (`lost`: a failed watch could not be resumed, or a list
-   *  failed), or could be again (`back`). */
+  /** The server could not be followed (`lost`: a watch failed, or a list failed), or could be
+   *  again (`back`: a watch is open). */
   reachability?(state: "lost" | "back", failure?: SourceFailure): void;
 }
 
@@ -190,11 +194,8 @@ export class ListWatch<T> {
           failures = end.delivered ? 1 : failures + 1;
           // Resumed once at once; a watch that cannot be resumed is a server that cannot be
           // followed until a list succeeds again.
-          this.#usable = false;
-          if (failures > 1) {
-            this.#setUsable(false, end.failure);
-            mustList = true;
-          }
+          this.#setUsable(false, end.failure);
+          if (failures > 1) mustList = true;
           await this.#wait(backoffMs(failures));
       }
     }
