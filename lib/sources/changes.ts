@@ -8,6 +8,9 @@
 /** `reason`: a few words for logs and metrics (`pod changed`, `apiserver lost`). */
 export type ChangeListener = (reason: string) => void;
 
+/** The reason told when the API server can no longer be followed: a failover may be due. */
+export const API_LOST = "apiserver lost";
+
 export interface ChangeFeed {
   /** Returns a function that stops the listener. */
   subscribe(listener: ChangeListener): () => void;
