@@ -53,10 +53,12 @@ type WatchEnd =
   | { kind: "ended" }
   | { kind: "resync" }
   | { kind: "expired" }
-  /** `delivered`: the watch gave at least one event before it failed. */
-  | { kind: "failed"; failure: SourceFailure; delivered: boolean };
+  /** `worked`: the watch gave an event, or stayed open VERY_SHORT_WATCH_MS, before it failed:
+   *  its failure is a first one, not one more of a server that cannot be watched. */
+  | { kind: "failed"; failure: SourceFailure; worked: boolean };
 
-/** A watch that ends sooner than this with no event is a failed one. */
+/** A watch that ends sooner than this with no event is a failed one; one that stays open this
+ *  long worked, and a failure after it starts the back-off afresh. */
 const VERY_SHORT_WATCH_MS = 1_000;
 
 function veryShort(timeoutSeconds: number): SourceFailure {
@@ -191,7 +193,10 @@ export class ListWatch<T> {
             mustList = true;
             break;
           }
-          failures = end.delivered ? 1 : failures + 1;
+          // Counted afresh after a watch that worked: otherwise a quiet watch (no event between
+          // bookmarks) would add every outage's failures to the last, and the back-off after
+          // the fifth would hold the return of the server many seconds.
+          failures = end.worked ? 1 : failures + 1;
           // Resumed once at once; a watch that cannot be resumed is a server that cannot be
           // followed until a list succeeds again.
           this.#setUsable(false, end.failure);
@@ -230,6 +235,9 @@ export class ListWatch<T> {
     const startedAt = Date.now();
     return new Promise((resolve) => {
       let delivered = false;
+      let openedAt: number | undefined;
+      const worked = () =>
+        delivered || (openedAt !== undefined && Date.now() - openedAt >= VERY_SHORT_WATCH_MS);
       let over = false;
       const end = (how: WatchEnd) => {
         if (over) return;
@@ -244,7 +252,7 @@ export class ListWatch<T> {
       const silence = setTimeout(() => {
         end({
           kind: "failed",
-          delivered: false,
+          worked: false,
           failure: {
             source: "apiserver",
             kind: "timeout",
@@ -263,20 +271,23 @@ export class ListWatch<T> {
         if (over) return;
         const failure = this.#apply(event);
         if (failure === "expired") end({ kind: "expired" });
-        else if (failure) end({ kind: "failed", failure, delivered });
+        else if (failure) end({ kind: "failed", failure, worked: worked() });
         else delivered = true;
       };
       this.#watch = opts.watch(this.#version, timeoutSeconds, {
-        opened: () => this.#setUsable(true),
+        opened: () => {
+          openedAt = Date.now();
+          this.#setUsable(true);
+        },
         event: onEvent,
         ended: (failure) => {
           // 410 as the answer's status (as older servers send it) is an ERROR event's 410.
           if (failure?.status === 410) return end({ kind: "expired" });
-          if (failure) return end({ kind: "failed", failure, delivered });
+          if (failure) return end({ kind: "failed", failure, worked: worked() });
           // As client-go: a watch ended at once with nothing in it is no watch, or a server (or
           // something in front of it) that ends every watch would be asked again and again.
           if (!delivered && Date.now() - startedAt < VERY_SHORT_WATCH_MS) {
-            return end({ kind: "failed", failure: veryShort(timeoutSeconds), delivered });
+            return end({ kind: "failed", failure: veryShort(timeoutSeconds), worked: false });
           }
           end({ kind: "ended" });
         },

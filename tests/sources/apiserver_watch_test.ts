@@ -264,6 +264,22 @@ for (const transport of TRANSPORTS) {
     });
   });
 
+  Deno.test(`a quiet watch that stayed open a while and is cut short is resumed as after a first failure, without a list (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, podWatches }) => {
+      const open = (watches: number) =>
+        podWatches().length === watches && server.watchesOpen() === 1;
+      await until("in sync", () => open(1));
+      const lists = server.requestsByVerb().list;
+      server.closeWatches("drop", "pods");
+      await until("resumed", () => open(2));
+      // Longer than a watch must stay open to have worked (list_watch.ts, VERY_SHORT_WATCH_MS).
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      server.closeWatches("drop", "pods");
+      await until("resumed again", () => open(3));
+      assertEquals(server.requestsByVerb().list, lists, "no failure was one more of a series");
+    });
+  });
+
   for (const mode of ["forbidden", "method-not-allowed"] as const) {
     Deno.test(`watches refused (${mode}): pods and objects are asked with plain GETs, and watched again later (${transport})`, async () => {
       await withWatchingClient(transport, async ({ server, client }) => {
