@@ -8,9 +8,10 @@
  * - `change` (a source's ChangeFeed) and `files` (the static-pod or inactive dir): COALESCE_MS
  *   after the first of them, so that a burst (a pod updated three times, a manifest written as a
  *   temp file and renamed) is one pass.
- * - `loss`: the API server was lost (lib/sources/changes.ts, API_LOST): as `change`, but spaced
- *   by MIN_SPACING_MS only, whatever the last pass took. A failover is the moment the agent is
- *   for; a loss is told once until the server is back, so these passes cannot storm faster.
+ * - `apiserver`: the API server was lost or is back (lib/sources/changes.ts, REACHABILITY): as
+ *   `change`, but spaced by MIN_SPACING_MS only, whatever the last pass took. A failover, and the
+ *   withdrawal that lets the control plane return, are the moments the agent is for; each is
+ *   told once until the other, so these passes cannot storm.
  * - `deadline`: a timer for the earliest instant at which a pass would decide otherwise (a grace
  *   period ends, a start times out), so it is honoured then and not at the next poll.
  * - `request`: someone waits for a pass that starts after asking (`POST /v1/reconcile`): at once,
@@ -18,8 +19,8 @@
  *
  * Triggers that arrive while a pass runs wait for it to end and then make one pass together.
  * `change`, `files` and `deadline` passes start at least the spacing after the previous pass
- * ended (see spacingMs), `loss` passes at least MIN_SPACING_MS after it. A change carries no data: the pass observes everything again, so
- * merging triggers loses nothing.
+ * ended (see spacingMs), `apiserver` passes at least MIN_SPACING_MS after it. A change carries no
+ * data: the pass observes everything again, so merging triggers loses nothing.
  */
 import type { Logger } from "../util/log.ts";
 
@@ -27,7 +28,7 @@ export const TRIGGERS = [
   "start",
   "poll",
   "change",
-  "loss",
+  "apiserver",
   "files",
   "deadline",
   "request",
@@ -101,7 +102,7 @@ const WAITS: Record<Trigger, { coalesceMs: number; spaced: "no" | "floor" | "yes
   start: { coalesceMs: 0, spaced: "no" },
   poll: { coalesceMs: 0, spaced: "no" },
   change: { coalesceMs: COALESCE_MS, spaced: "yes" },
-  loss: { coalesceMs: COALESCE_MS, spaced: "floor" },
+  apiserver: { coalesceMs: COALESCE_MS, spaced: "floor" },
   files: { coalesceMs: COALESCE_MS, spaced: "yes" },
   deadline: { coalesceMs: 0, spaced: "yes" },
   request: { coalesceMs: 0, spaced: "no" },

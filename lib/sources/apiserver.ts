@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import { type Pod, PodSchema } from "../core/pod.ts";
-import { API_LOST, type ChangeFanout } from "./changes.ts";
+import { API_BACK, API_LOST, type ChangeFanout } from "./changes.ts";
 import { ConnectionPool, getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
 import { type Listed, ListWatch, type ListWatchOptions } from "./list_watch.ts";
@@ -324,7 +324,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     resyncMs: settings.resyncMs,
     silent: renew,
     changed: () => changes.emit("pod changed"),
-    reachability: (state) => changes.emit(state === "lost" ? API_LOST : "apiserver back"),
+    reachability: (state) => changes.emit(state === "lost" ? API_LOST : API_BACK),
   });
   const objects: ObjectWatches = new ObjectWatches((ref) => {
     const kind = WATCHED[ref.kind];
