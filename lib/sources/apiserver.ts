@@ -322,6 +322,8 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     // client-go's reflector: its minimum watch timeout (5 min) times 1 to 2.
     timeoutSeconds: () => pick(settings.podWatchSeconds ?? [300, 600]),
     resyncMs: settings.resyncMs,
+    // One watch: after the next outage, its back-off starts afresh, and the loss is told by it.
+    workedAfterMs: 1_000,
     silent: renew,
     changed: () => changes.emit("pod changed"),
     reachability: (state) => changes.emit(state === "lost" ? API_LOST : API_BACK),

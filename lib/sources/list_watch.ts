@@ -37,6 +37,13 @@ export interface ListWatchOptions<T> {
   silenceMarginMs: number;
   /** A full list this often; unset: only when the watch cannot be resumed. */
   resyncMs?: number;
+  /**
+   * A watch open this long before it failed worked, as one that delivered an event: the failure
+   * starts the back-off afresh, so that a quiet watch (nothing between bookmarks) does not add
+   * each outage's failures to the last. Unset: only an event counts. Each watch with it set may
+   * be resumed once per this long however the server fails it: for a few watches, not thousands.
+   */
+  workedAfterMs?: number;
   /** After a 403 or 405 (watches refused), the next try this much later. */
   retryRefusedMs: number;
   /** A watch was taken for broken because it stayed silent past its timeout: the connection
@@ -53,12 +60,11 @@ type WatchEnd =
   | { kind: "ended" }
   | { kind: "resync" }
   | { kind: "expired" }
-  /** `worked`: the watch gave an event, or stayed open VERY_SHORT_WATCH_MS, before it failed:
-   *  its failure is a first one, not one more of a server that cannot be watched. */
+  /** `worked`: the watch gave an event, or stayed open `workedAfterMs`, before it failed: its
+   *  failure is a first one, not one more of a server that cannot be watched. */
   | { kind: "failed"; failure: SourceFailure; worked: boolean };
 
-/** A watch that ends sooner than this with no event is a failed one; one that stays open this
- *  long worked, and a failure after it starts the back-off afresh. */
+/** A watch that ends sooner than this with no event is a failed one. */
 const VERY_SHORT_WATCH_MS = 1_000;
 
 function veryShort(timeoutSeconds: number): SourceFailure {
@@ -237,7 +243,9 @@ export class ListWatch<T> {
       let delivered = false;
       let openedAt: number | undefined;
       const worked = () =>
-        delivered || (openedAt !== undefined && Date.now() - openedAt >= VERY_SHORT_WATCH_MS);
+        delivered ||
+        (openedAt !== undefined && opts.workedAfterMs !== undefined &&
+          Date.now() - openedAt >= opts.workedAfterMs);
       let over = false;
       const end = (how: WatchEnd) => {
         if (over) return;

@@ -272,7 +272,7 @@ for (const transport of TRANSPORTS) {
       const lists = server.requestsByVerb().list;
       server.closeWatches("drop", "pods");
       await until("resumed", () => open(2));
-      // Longer than a watch must stay open to have worked (list_watch.ts, VERY_SHORT_WATCH_MS).
+      // Longer than the pods' watch must stay open to have worked (apiserver.ts, workedAfterMs).
       await new Promise((resolve) => setTimeout(resolve, 1_100));
       server.closeWatches("drop", "pods");
       await until("resumed again", () => open(3));
