@@ -16,6 +16,7 @@ import { DirWatcher, type WatchFs } from "./dir_watch.ts";
 import { HeapTrimmer } from "./memory.ts";
 import { type PassCause, PassScheduler, type Timers } from "./pass_scheduler.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
+import { REACHABILITY } from "../sources/changes.ts";
 
 export type PassListener = (report: PassReport, cause: PassCause) => void;
 
@@ -169,7 +170,7 @@ export class Daemon {
     if (signal.aborted) return;
     const scheduler = this.#scheduler;
     const unsubscribe = this.agent.changes?.subscribe((reason) =>
-      scheduler.trigger("change", reason)
+      scheduler.trigger(REACHABILITY.has(reason) ? "apiserver" : "change", reason)
     );
     const dirs = new DirWatcher({
       dirs: [this.config.staticPodDir, this.config.inactiveDir],

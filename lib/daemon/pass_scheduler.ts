@@ -8,6 +8,10 @@
  * - `change` (a source's ChangeFeed) and `files` (the static-pod or inactive dir): COALESCE_MS
  *   after the first of them, so that a burst (a pod updated three times, a manifest written as a
  *   temp file and renamed) is one pass.
+ * - `apiserver`: the API server was lost or is back (lib/sources/changes.ts, REACHABILITY): as
+ *   `change`, but spaced by MIN_SPACING_MS only, whatever the last pass took. A failover, and the
+ *   withdrawal that lets the control plane return, are the moments the agent is for; each is
+ *   told once until the other, so these passes cannot storm.
  * - `deadline`: a timer for the earliest instant at which a pass would decide otherwise (a grace
  *   period ends, a start times out), so it is honoured then and not at the next poll.
  * - `request`: someone waits for a pass that starts after asking (`POST /v1/reconcile`): at once,
@@ -15,12 +19,20 @@
  *
  * Triggers that arrive while a pass runs wait for it to end and then make one pass together.
  * `change`, `files` and `deadline` passes start at least the spacing after the previous pass
- * ended (see spacingMs). A change carries no data: the pass observes everything again, so
- * merging triggers loses nothing.
+ * ended (see spacingMs), `apiserver` passes at least MIN_SPACING_MS after it. A change carries no
+ * data: the pass observes everything again, so merging triggers loses nothing.
  */
 import type { Logger } from "../util/log.ts";
 
-export const TRIGGERS = ["start", "poll", "change", "files", "deadline", "request"] as const;
+export const TRIGGERS = [
+  "start",
+  "poll",
+  "change",
+  "apiserver",
+  "files",
+  "deadline",
+  "request",
+] as const;
 export type Trigger = typeof TRIGGERS[number];
 
 /** What asked for a pass: the first trigger, and the reasons of all that were merged into it. */
@@ -84,14 +96,16 @@ export function spacingMs(lastDurationMs: number): number {
   return Math.min(MAX_SPACING_MS, Math.max(MIN_SPACING_MS, lastDurationMs));
 }
 
-/** How long each trigger waits for others, and whether it keeps the spacing. */
-const WAITS: Record<Trigger, { coalesceMs: number; spaced: boolean }> = {
-  start: { coalesceMs: 0, spaced: false },
-  poll: { coalesceMs: 0, spaced: false },
-  change: { coalesceMs: COALESCE_MS, spaced: true },
-  files: { coalesceMs: COALESCE_MS, spaced: true },
-  deadline: { coalesceMs: 0, spaced: true },
-  request: { coalesceMs: 0, spaced: false },
+/** How long each trigger waits for others, and which spacing it keeps: none, the floor
+ *  (MIN_SPACING_MS), or the spacing the last pass's duration sets (spacingMs). */
+const WAITS: Record<Trigger, { coalesceMs: number; spaced: "no" | "floor" | "yes" }> = {
+  start: { coalesceMs: 0, spaced: "no" },
+  poll: { coalesceMs: 0, spaced: "no" },
+  change: { coalesceMs: COALESCE_MS, spaced: "yes" },
+  apiserver: { coalesceMs: COALESCE_MS, spaced: "floor" },
+  files: { coalesceMs: COALESCE_MS, spaced: "yes" },
+  deadline: { coalesceMs: 0, spaced: "yes" },
+  request: { coalesceMs: 0, spaced: "no" },
 };
 
 interface Waiter<R> {
@@ -118,7 +132,12 @@ class Pending<R> {
     let due = Infinity;
     for (const [trigger, at] of this.firstAt) {
       const wait = WAITS[trigger];
-      due = Math.min(due, Math.max(at + wait.coalesceMs, wait.spaced ? lastEnd + spacing : at));
+      const gap = wait.spaced === "yes"
+        ? spacing
+        : wait.spaced === "floor"
+        ? MIN_SPACING_MS
+        : -Infinity;
+      due = Math.min(due, Math.max(at + wait.coalesceMs, lastEnd + gap));
     }
     return due;
   }

@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import { type Pod, PodSchema } from "../core/pod.ts";
-import type { ChangeFanout } from "./changes.ts";
+import { API_BACK, API_LOST, type ChangeFanout } from "./changes.ts";
 import { ConnectionPool, getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
 import { type Listed, ListWatch, type ListWatchOptions } from "./list_watch.ts";
@@ -322,9 +322,11 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     // client-go's reflector: its minimum watch timeout (5 min) times 1 to 2.
     timeoutSeconds: () => pick(settings.podWatchSeconds ?? [300, 600]),
     resyncMs: settings.resyncMs,
+    // One watch: after the next outage, its back-off starts afresh, and the loss is told by it.
+    workedAfterMs: 1_000,
     silent: renew,
     changed: () => changes.emit("pod changed"),
-    reachability: (state) => changes.emit(state === "lost" ? "apiserver lost" : "apiserver back"),
+    reachability: (state) => changes.emit(state === "lost" ? API_LOST : API_BACK),
   });
   const objects: ObjectWatches = new ObjectWatches((ref) => {
     const kind = WATCHED[ref.kind];

@@ -8,6 +8,12 @@
 /** `reason`: a few words for logs and metrics (`pod changed`, `apiserver lost`). */
 export type ChangeListener = (reason: string) => void;
 
+/** The reasons told when the API server can no longer be followed (a failover may be due), and
+ *  when it can again (a withdrawal may be). */
+export const API_LOST = "apiserver lost";
+export const API_BACK = "apiserver back";
+export const REACHABILITY: ReadonlySet<string> = new Set([API_LOST, API_BACK]);
+
 export interface ChangeFeed {
   /** Returns a function that stops the listener. */
   subscribe(listener: ChangeListener): () => void;

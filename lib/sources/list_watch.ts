@@ -6,6 +6,10 @@
  * again; a watch silent past its timeout plus a margin is broken; and a full list every
  * `resyncMs` is the safety net against anything missed.
  *
+ * A failed watch tells `lost` at once, before it is resumed: what follows a failure (a resume,
+ * then lists with back-off) may take long, while a pass that asks the server itself costs
+ * little; if the resume succeeds, `back` follows.
+ *
  * The items are given out only while they can be vouched for: listed, and the watch open (or
  * being resumed after the server ended it cleanly). Otherwise `items()` says undefined, and the
  * caller must ask the API server itself: a cache that cannot follow the server must never be
@@ -33,6 +37,13 @@ export interface ListWatchOptions<T> {
   silenceMarginMs: number;
   /** A full list this often; unset: only when the watch cannot be resumed. */
   resyncMs?: number;
+  /**
+   * A watch open this long before it failed worked, as one that delivered an event: the failure
+   * starts the back-off afresh, so that a quiet watch (nothing between bookmarks) does not add
+   * each outage's failures to the last. Unset: only an event counts. Each watch with it set may
+   * be resumed once per this long however the server fails it: for a few watches, not thousands.
+   */
+  workedAfterMs?: number;
   /** After a 403 or 405 (watches refused), the next try this much later. */
   retryRefusedMs: number;
   /** A watch was taken for broken because it stayed silent past its timeout: the connection
@@ -40,8 +51,8 @@ export interface ListWatchOptions<T> {
   silent?(): void;
   /** The items changed (an event added, changed or deleted one, or a list differed). */
   changed(): void;
-  /** The server could not be followed (`lost`: a failed watch could not be resumed, or a list
-   *  failed), or could be again (`back`). */
+  /** The server could not be followed (`lost`: a watch failed, or a list failed), or could be
+   *  again (`back`: a watch is open). */
   reachability?(state: "lost" | "back", failure?: SourceFailure): void;
 }
 
@@ -49,8 +60,9 @@ type WatchEnd =
   | { kind: "ended" }
   | { kind: "resync" }
   | { kind: "expired" }
-  /** `delivered`: the watch gave at least one event before it failed. */
-  | { kind: "failed"; failure: SourceFailure; delivered: boolean };
+  /** `worked`: the watch gave an event, or stayed open `workedAfterMs`, before it failed: its
+   *  failure is a first one, not one more of a server that cannot be watched. */
+  | { kind: "failed"; failure: SourceFailure; worked: boolean };
 
 /** A watch that ends sooner than this with no event is a failed one. */
 const VERY_SHORT_WATCH_MS = 1_000;
@@ -187,14 +199,14 @@ export class ListWatch<T> {
             mustList = true;
             break;
           }
-          failures = end.delivered ? 1 : failures + 1;
+          // Counted afresh after a watch that worked: otherwise a quiet watch (no event between
+          // bookmarks) would add every outage's failures to the last, and the back-off after
+          // the fifth would hold the return of the server many seconds.
+          failures = end.worked ? 1 : failures + 1;
           // Resumed once at once; a watch that cannot be resumed is a server that cannot be
           // followed until a list succeeds again.
-          this.#usable = false;
-          if (failures > 1) {
-            this.#setUsable(false, end.failure);
-            mustList = true;
-          }
+          this.#setUsable(false, end.failure);
+          if (failures > 1) mustList = true;
           await this.#wait(backoffMs(failures));
       }
     }
@@ -229,6 +241,11 @@ export class ListWatch<T> {
     const startedAt = Date.now();
     return new Promise((resolve) => {
       let delivered = false;
+      let openedAt: number | undefined;
+      const worked = () =>
+        delivered ||
+        (openedAt !== undefined && opts.workedAfterMs !== undefined &&
+          Date.now() - openedAt >= opts.workedAfterMs);
       let over = false;
       const end = (how: WatchEnd) => {
         if (over) return;
@@ -243,7 +260,7 @@ export class ListWatch<T> {
       const silence = setTimeout(() => {
         end({
           kind: "failed",
-          delivered: false,
+          worked: false,
           failure: {
             source: "apiserver",
             kind: "timeout",
@@ -262,20 +279,23 @@ export class ListWatch<T> {
         if (over) return;
         const failure = this.#apply(event);
         if (failure === "expired") end({ kind: "expired" });
-        else if (failure) end({ kind: "failed", failure, delivered });
+        else if (failure) end({ kind: "failed", failure, worked: worked() });
         else delivered = true;
       };
       this.#watch = opts.watch(this.#version, timeoutSeconds, {
-        opened: () => this.#setUsable(true),
+        opened: () => {
+          openedAt = Date.now();
+          this.#setUsable(true);
+        },
         event: onEvent,
         ended: (failure) => {
           // 410 as the answer's status (as older servers send it) is an ERROR event's 410.
           if (failure?.status === 410) return end({ kind: "expired" });
-          if (failure) return end({ kind: "failed", failure, delivered });
+          if (failure) return end({ kind: "failed", failure, worked: worked() });
           // As client-go: a watch ended at once with nothing in it is no watch, or a server (or
           // something in front of it) that ends every watch would be asked again and again.
           if (!delivered && Date.now() - startedAt < VERY_SHORT_WATCH_MS) {
-            return end({ kind: "failed", failure: veryShort(timeoutSeconds), delivered });
+            return end({ kind: "failed", failure: veryShort(timeoutSeconds), worked: false });
           }
           end({ kind: "ended" });
         },

@@ -12,11 +12,19 @@
  */
 import { compareIds } from "../core/ids.ts";
 import type { Logger } from "../util/log.ts";
+import { mapConcurrent } from "../util/map_concurrent.ts";
 import { RecordStore, type StoreOptions } from "./record_store.ts";
 import { SANDBOX_CODEC, type SandboxCheckpoint, type SandboxRecord } from "./sandbox_checkpoint.ts";
 import { phaseOf, STATUS_CODEC, type StatusRecord, type StatusView } from "./status_record.ts";
 
 export type StoreName = "status" | "sandboxes";
+
+/**
+ * Records written at once. Each write is a temp file, its fsync, a rename and the directory's
+ * fsync; one after the other, the status records of a hundred checkpoints activated at once
+ * took 0.7 s after the activation, and a loss told meanwhile waited for them.
+ */
+const RECORDS_IN_FLIGHT = 8;
 
 /** A difference between memory and a store that the last `record` could not remove. */
 export interface Unrecorded {
@@ -83,35 +91,42 @@ class Mirror<T> {
     return this.store.readOnly;
   }
 
-  /** Writes and deletes what memory and the store disagree on, one record after the other. */
+  /**
+   * Writes and deletes what memory and the store disagree on, RECORDS_IN_FLIGHT at a time (each
+   * record is its own file); the outcome lists keys in order, whichever finished first.
+   */
   async record(): Promise<StoreOutcome> {
     const outcome: StoreOutcome = { written: [], deleted: [], unrecorded: [] };
-    for (const key of [...this.#dirty].sort(compareIds)) {
-      const value = this.#memory.get(key);
-      const op = value === undefined ? "delete" : "write";
-      try {
-        if (value === undefined) {
-          if (this.store.has(key)) {
-            await this.store.delete(key);
-            outcome.deleted.push(key);
-          }
-        } else if (!this.store.holds(key, value)) {
-          await this.store.update(key, () => value);
-          outcome.written.push(key);
-        }
-        this.#dirty.delete(key);
-      } catch (e) {
-        outcome.unrecorded.push({
-          store: this.name,
-          key,
-          op,
-          path: this.#pathOf(key),
-          error: (e as Error).message,
-        });
-      }
-    }
+    const keys = [...this.#dirty].sort(compareIds);
+    const done = await mapConcurrent(keys, RECORDS_IN_FLIGHT, (key) => this.#recordOne(key));
+    keys.forEach((key, i) => {
+      const one = done[i];
+      if (one === "written" || one === "deleted") outcome[one].push(key);
+      else if (one !== "same") outcome.unrecorded.push(one);
+    });
     this.unrecorded = outcome.unrecorded;
     return outcome;
+  }
+
+  async #recordOne(key: string): Promise<"written" | "deleted" | "same" | Unrecorded> {
+    const value = this.#memory.get(key);
+    const op = value === undefined ? "delete" : "write";
+    try {
+      let done: "written" | "deleted" | "same" = "same";
+      if (value === undefined) {
+        if (this.store.has(key)) {
+          await this.store.delete(key);
+          done = "deleted";
+        }
+      } else if (!this.store.holds(key, value)) {
+        await this.store.update(key, () => value);
+        done = "written";
+      }
+      this.#dirty.delete(key);
+      return done;
+    } catch (e) {
+      return { store: this.name, key, op, path: this.#pathOf(key), error: (e as Error).message };
+    }
   }
 
   #pathOf(key: string): string {

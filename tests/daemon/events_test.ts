@@ -82,14 +82,14 @@ async function withLoop(
   }
 }
 
-Deno.test("events: a change on the sources' feed runs a pass; the API server lost, it activates without waiting for the poll", async () => {
+Deno.test("events: a change on the sources' feed runs a pass; the API server lost, an `apiserver` pass activates without waiting for the poll", async () => {
   await withLoop({}, async ({ f, feed, passes, until }) => {
     const first = await until((_, cause) => cause.trigger === "start");
     assertEquals(first.report.plan.state[APISERVER]?.state, "inactive");
     await f.node.loseControlPlane();
     const seen = passes.length;
     feed.emit("apiserver lost");
-    const lost = await until((_, cause) => cause.trigger === "change", seen);
+    const lost = await until((_, cause) => cause.trigger === "apiserver", seen);
     assertEquals(lost.cause.reasons, ["apiserver lost"]);
     assertEquals(lost.report.plan.starts.length, 3, "every checkpoint activated");
     assertEquals(lost.report.applied.filter((a) => a.op === "start").length, 3);

@@ -256,6 +256,41 @@ Deno.test("scheduler: the spacing is the last pass's duration, between its floor
   );
 });
 
+Deno.test("scheduler: the API server lost after a slow pass: a pass after the coalescing and the spacing's floor only", async () => {
+  const slowMs = 2 * MAX_SPACING_MS;
+  const { s, timers, passes } = scheduler({ passMs: slowMs });
+  s.start();
+  await timers.advance(slowMs);
+  s.trigger("change", "pod changed");
+  s.trigger("apiserver", "apiserver lost");
+  await timers.advance(MAX_SPACING_MS);
+  // Not the spacing the slow pass set: the change merged into the loss's pass goes with it.
+  assertEquals(passes.map((p) => p.startedAt), [0, slowMs + MIN_SPACING_MS]);
+  assertEquals(passes[1].cause.reasons, ["pod changed", "apiserver lost"]);
+  const stopped = s.stop();
+  await timers.advance(slowMs);
+  await stopped;
+});
+
+Deno.test("scheduler: the API server lost during a slow pass: a pass the floor of spacing after its end; a change waits for the full spacing", async () => {
+  const slowMs = 2 * MAX_SPACING_MS;
+  const { s, timers, passes } = scheduler({ passMs: slowMs });
+  s.start();
+  await timers.advance(10);
+  s.trigger("apiserver", "apiserver lost");
+  await timers.advance(slowMs - 10 + MIN_SPACING_MS);
+  assertEquals(triggers(passes), [[0, "start"], [slowMs + MIN_SPACING_MS, "apiserver"]]);
+  s.trigger("change", "pod changed");
+  await timers.advance(slowMs + MAX_SPACING_MS);
+  assertEquals(triggers(passes).slice(2), [[
+    2 * slowMs + MIN_SPACING_MS + MAX_SPACING_MS,
+    "change",
+  ]]);
+  const stopped = s.stop();
+  await timers.advance(slowMs);
+  await stopped;
+});
+
 async function assertRejects(promise: Promise<unknown>, message: string) {
   try {
     await promise;

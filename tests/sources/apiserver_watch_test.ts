@@ -196,7 +196,7 @@ for (const transport of TRANSPORTS) {
     });
   });
 
-  Deno.test(`a watch silent past its timeout and margin is broken; one that cannot be resumed loses the API server (${transport})`, async () => {
+  Deno.test(`a watch silent past its timeout and margin is broken: the API server is lost, and every watch asked again (${transport})`, async () => {
     await withWatchingClient(transport, async ({ server, client, told }) => {
       const secret = { kind: "secret", namespace: "kube-system", name: "etcd-certs" } as const;
       client.watchObjects?.([secret]);
@@ -211,8 +211,8 @@ for (const transport of TRANSPORTS) {
       await until("the pods' watch again", () => server.watchesOpen() === 2);
       await until("the API server is lost", () => told.includes("apiserver lost"));
       assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
-      // The silence may be a dead connection: the other watches were asked again too.
-      assert(objectWatches() >= 2, `${objectWatches()} watches of the secret`);
+      // The silence may be a dead connection: the other watches are asked again too.
+      await until("the secret's watch again", () => objectWatches() >= 2);
 
       server.setWatchMode("normal");
       server.closeWatches("end");
@@ -243,6 +243,40 @@ for (const transport of TRANSPORTS) {
       assertEquals(client.watchedNodePods?.(NODE_NAME), undefined);
       await server.resumeListening();
       await until("the API server is back", () => told.includes("apiserver back"));
+    });
+  });
+
+  Deno.test(`a watch cut short loses the API server before it is resumed, and is back once resumed (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told, podWatches }) => {
+      server.setPods([onNode("kube-system/etcd")]);
+      await until("in sync", () => names(client.watchedNodePods?.(NODE_NAME))?.length === 1);
+      const lists = server.requestsByVerb().list;
+      // The server answers on: the resume succeeds, and the pass the loss asked for finds it.
+      server.closeWatches("drop", "pods");
+      await until("the API server is back", () => told.includes("apiserver back"));
+      assertEquals(told.filter((t) => t.startsWith("apiserver")), [
+        "apiserver lost",
+        "apiserver back",
+      ]);
+      assertEquals(podWatches().length, 2);
+      assertEquals(server.requestsByVerb().list, lists, "resumed, not listed again");
+      assertEquals(names(client.watchedNodePods?.(NODE_NAME)), ["etcd"]);
+    });
+  });
+
+  Deno.test(`a quiet watch that stayed open a while and is cut short is resumed as after a first failure, without a list (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, podWatches }) => {
+      const open = (watches: number) =>
+        podWatches().length === watches && server.watchesOpen() === 1;
+      await until("in sync", () => open(1));
+      const lists = server.requestsByVerb().list;
+      server.closeWatches("drop", "pods");
+      await until("resumed", () => open(2));
+      // Longer than the pods' watch must stay open to have worked (apiserver.ts, workedAfterMs).
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      server.closeWatches("drop", "pods");
+      await until("resumed again", () => open(3));
+      assertEquals(server.requestsByVerb().list, lists, "no failure was one more of a series");
     });
   });
 
