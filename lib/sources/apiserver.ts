@@ -13,7 +13,8 @@ import { type Listed, ListWatch, type ListWatchOptions } from "./list_watch.ts";
 import { ABSENT, type ObjectRef, ObjectWatches, type WatchedObject } from "./object_watches.ts";
 import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
 import { failed, type SourceResult, succeeded } from "./types.ts";
-import { createWatchClient, openWatch, type Watch, type WatchHandlers } from "./watch_stream.ts";
+import { WatchClients } from "./watch_clients.ts";
+import { openWatch, type Watch, watchClientMaker, type WatchHandlers } from "./watch_stream.ts";
 
 export interface ApiServerClient {
   /** GET /api/v1/pods?fieldSelector=spec.nodeName%3D<node> (all namespaces): a fresh list, a
@@ -275,16 +276,32 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   // Over HTTP/2 where fetch can do what the kubeconfig asks: one connection for every watch.
   // Otherwise HTTP/1.1: watches last, so their connections are their own, one per watch, kept
   // between watches (a watch the server ended hands its connection to the next).
-  let client = createWatchClient(target);
-  const pool = client ? undefined : new ConnectionPool(Infinity);
+  const maker = watchClientMaker(target);
+  const clients = maker && new WatchClients(maker);
+  const pool = clients ? undefined : new ConnectionPool(Infinity);
   /** A watch of the node's pods silent past its timeout: every watch is asked again at once, on
-   *  a new connection, as the one they share may be dead without having said so (fetch keeps an
+   *  new connections, as those they share may be dead without having said so (fetch keeps an
    *  HTTP/2 connection, and sends no pings, until the kernel gives up on it). */
   const renew = () => {
-    const old = client;
-    client = createWatchClient(target);
+    clients?.renew();
     objects.rewatchAll();
-    old?.close();
+  };
+  /** A watch over its own slot of a shared connection, freed when it ends or is closed. */
+  const watchOver = (path: string, on: WatchHandlers): Watch => {
+    const slot = clients?.take();
+    const watch = watchAsUser(target, creds, slot ? { client: slot.client } : { pool }, path, {
+      ...on,
+      ended: (failure) => {
+        slot?.free();
+        on.ended(failure);
+      },
+    });
+    return {
+      close() {
+        slot?.free();
+        watch.close();
+      },
+    };
   };
   // The watches' lists have connections of their own: a thousand objects listed at once must
   // not queue a pass's own requests (its fresh list of pods above all) behind them.
@@ -302,10 +319,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     return new ListWatch<T>({
       list: () => getAsUser(listTarget, creds, { path: collection, schema: list }),
       watch: (version, timeoutSeconds, on) =>
-        watchAsUser(
-          target,
-          creds,
-          client ? { client } : { pool },
+        watchOver(
           `${collection}&watch=true&allowWatchBookmarks=true&resourceVersion=${
             encodeURIComponent(version)
           }&timeoutSeconds=${timeoutSeconds}`,
@@ -341,7 +355,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   const close = () => {
     pods.close();
     objects.close();
-    client?.close();
+    clients?.close();
   };
   return { pods, objects, close };
 }

@@ -172,25 +172,27 @@ class WatchBody {
 }
 
 /**
- * A client for watches over fetch, which speaks HTTP/2 when the server offers it (the API server
- * does): every watch is then a stream of one connection, as the kubelet's are. Only where fetch
- * can do what the kubeconfig asks: a verified server under its own name, reached directly (the
- * proxy rules are lib/sources/proxy.ts's; fetch would read the variables by its own). Otherwise
- * undefined: watches go over node:https, one HTTP/1.1 connection each.
+ * How clients for watches over fetch are made, which speak HTTP/2 when the server offers it (the
+ * API server does): watches are then streams of a few connections (lib/sources/watch_clients.ts),
+ * as the kubelet's are. Only where fetch can do what the kubeconfig asks: a verified server under
+ * its own name, reached directly (the proxy rules are lib/sources/proxy.ts's; fetch would read the
+ * variables by its own). Otherwise undefined: watches go over node:https, one HTTP/1.1 connection
+ * each.
  */
-export function createWatchClient(target: HttpTarget): Deno.HttpClient | undefined {
+export function watchClientMaker(target: HttpTarget): (() => Deno.HttpClient) | undefined {
   const tls = target.tls;
   const direct = (target.proxy ?? { kind: "direct" }).kind === "direct";
   if (!direct || !target.baseUrl.startsWith("https:") || !tls?.verifyServer) return undefined;
   if (tls.serverName !== undefined) return undefined;
-  return createDirectHttpClient({
-    http2: true,
-    http1: true,
-    ...(tls.caPem !== undefined ? { caCerts: [tls.caPem] } : {}),
-    ...(tls.certPem !== undefined && tls.keyPem !== undefined
-      ? { cert: tls.certPem, key: tls.keyPem }
-      : {}),
-  });
+  return () =>
+    createDirectHttpClient({
+      http2: true,
+      http1: true,
+      ...(tls.caPem !== undefined ? { caCerts: [tls.caPem] } : {}),
+      ...(tls.certPem !== undefined && tls.keyPem !== undefined
+        ? { cert: tls.certPem, key: tls.keyPem }
+        : {}),
+    });
 }
 
 /** fetch's words for a certificate that does not verify (rustls's errors). */
