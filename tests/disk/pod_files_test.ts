@@ -12,6 +12,7 @@ import {
 } from "../../lib/disk/pod_files.ts";
 import { TRUSTED_AGE_MS, VerifiedFiles } from "../../lib/disk/verified_files.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { untilSettled } from "../helpers/until.ts";
 import { type Entry, tree } from "../helpers/tree.ts";
 
 const OWNER = { uid: 1234, gid: 5678 };
@@ -113,17 +114,6 @@ Deno.test("the kube-apiserver fixture's volumes, end to end from the sanitizer",
   });
 });
 
-/**
- * Waits (bounded) until the wall clock is past `path`'s ctime by TRUSTED_AGE_MS, so that the next
- * change of the file gets another ctime (Deno reports ctime in whole seconds).
- */
-async function pastCtime(path: string) {
-  const ctime = Deno.lstatSync(path).ctime!.getTime();
-  for (let i = 0; i < 300 && Date.now() <= ctime + TRUSTED_AGE_MS; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 Deno.test("stored files unchanged by stat are not read; touched ones and new data are", async () => {
   await withTempDir(async (root) => {
     const v = [volume("certs", `${root}/v`, [{ kind: "secret", name: "s", optional: false }])];
@@ -144,7 +134,7 @@ Deno.test("stored files unchanged by stat are not read; touched ones and new dat
 
     // Changed by hand, same size, mtime set back: its ctime tells, and it is put back.
     const a = `${root}/v/a`;
-    await pastCtime(a);
+    await untilSettled(a);
     const { mtime } = await Deno.lstat(a);
     await Deno.writeTextFile(a, "XXXX");
     await Deno.utime(a, mtime!, mtime!);
