@@ -14,6 +14,7 @@ import {
 import type { FileSource, VolumeFiles } from "../core/sanitize.ts";
 import { atomicWrite, removeDurably, syncDir, TEMP_MARKER } from "./atomic_write.ts";
 import { ensureDir, ensureOwnedDir, removeTree } from "./dirs.ts";
+import type { ContentKey, VerifiedFiles } from "./verified_files.ts";
 
 /**
  * What the agent fetched, keyed by `objectKey`: the object's data, or "absent" when the API server
@@ -28,6 +29,8 @@ export function objectKey(kind: "secret" | "configMap", name: string): string {
 export interface VolumeWriteSummary {
   written: number;
   unchanged: number;
+  /** Of the unchanged files, those known unchanged by their stat alone, without reading them. */
+  trusted: number;
   removed: number;
   bytesWritten: number;
   /** Volumes left as they were, and single files refused, with why. */
@@ -154,11 +157,21 @@ async function prune(
   return removed;
 }
 
+/** What a stored file is checked against: all that atomicWrite compares. */
+function storedKey(content: Uint8Array, owner: FileOwner): ContentKey {
+  return [`${STORED_FILE_MODE} ${owner.uid} ${owner.gid}`, content];
+}
+
+/**
+ * `verified`: files found or written whole before, skipped while their stat says no one has
+ * touched them since; any other file is read and compared, and rewritten when it differs.
+ */
 async function writeVolume(
   dir: string,
   files: Map<string, Uint8Array>,
   owner: FileOwner,
   summary: VolumeWriteSummary,
+  verified?: VerifiedFiles,
 ): Promise<void> {
   // Above the volume: the agent's own root-only tree; the volume and below: the pod's user's.
   await ensureDir(dirname(dir), DIR_MODE);
@@ -167,12 +180,19 @@ async function writeVolume(
   summary.removed += await prune(dir, "", files, dirs);
   for (const sub of [...dirs].sort()) await ensureOwnedDir(join(dir, sub), DIR_MODE, owner);
   for (const path of [...files.keys()].sort()) {
-    const content = files.get(path) as Uint8Array;
-    const outcome = await atomicWrite(join(dir, path), content, {
+    const content = files.get(path) as Uint8Array, file = join(dir, path);
+    const key = verified && storedKey(content, owner);
+    if (key && verified!.unchanged(file, key)) {
+      summary.unchanged++;
+      summary.trusted++;
+      continue;
+    }
+    const outcome = await atomicWrite(file, content, {
       mode: STORED_FILE_MODE,
       uid: owner.uid,
       gid: owner.gid,
     });
+    if (key) verified!.checked(file, key);
     if (outcome === "written") {
       summary.written++;
       summary.bytesWritten += content.length;
@@ -186,20 +206,23 @@ function checkedSummary(owner: FileOwner): VolumeWriteSummary {
   for (const id of [owner.uid, owner.gid]) {
     if (!Number.isSafeInteger(id) || id < 0) throw new RangeError(`invalid file owner id ${id}`);
   }
-  return { written: 0, unchanged: 0, removed: 0, bytesWritten: 0, skipped: [] };
+  return { written: 0, unchanged: 0, trusted: 0, removed: 0, bytesWritten: 0, skipped: [] };
 }
 
 /**
  * Brings every volume directory to what the fetched objects say: files and directories with the
  * modes of checkpoint_layout.ts, owned by `owner`, only changed files written, files no longer wanted removed. An I/O
- * failure is thrown; the volumes before it are done, the others untouched.
+ * failure is thrown; the volumes before it are done, the others untouched. `verified`: see
+ * writeVolume; it is left remembering only the files these volumes must hold.
  */
 export async function writeVolumeFiles(
   volumes: VolumeFiles[],
   objects: ObjectData,
   owner: FileOwner,
+  verified?: VerifiedFiles,
 ): Promise<VolumeWriteSummary> {
   const summary = checkedSummary(owner);
+  const wanted = new Set<string>();
   for (const volume of volumes) {
     const desired = desiredFiles(volume, objects);
     if ("skip" in desired) {
@@ -207,8 +230,10 @@ export async function writeVolumeFiles(
       continue;
     }
     for (const reason of desired.refused) summary.skipped.push({ volume: volume.volume, reason });
-    await writeVolume(volume.dir, desired.files, owner, summary);
+    await writeVolume(volume.dir, desired.files, owner, summary, verified);
+    for (const path of desired.files.keys()) wanted.add(join(volume.dir, path));
   }
+  verified?.retain(wanted);
   return summary;
 }
 

@@ -59,9 +59,18 @@ function lstatOrUndefined(path: string): Deno.FileInfo | undefined {
   }
 }
 
-/** A key's SHA-256: keys are whole parents as JSON, 2.5 KB each, of which only equality counts. */
-function digest(key: string): string {
-  return createHash("sha256").update(key).digest("base64");
+/**
+ * What a file was checked against: a string (a whole parent as JSON, 2.5 KB), or parts (an owner
+ * and a file's bytes), of which only equality counts.
+ */
+export type ContentKey = string | readonly (string | Uint8Array)[];
+
+/** A key's SHA-256; each part is preceded by its length, so that no two lists of parts collide. */
+function digest(key: ContentKey): string {
+  const hash = createHash("sha256");
+  if (typeof key === "string") hash.update(key);
+  else for (const part of key) hash.update(`${part.length}:`).update(part);
+  return hash.digest("base64");
 }
 
 export class VerifiedFiles {
@@ -78,7 +87,7 @@ export class VerifiedFiles {
    * True when `path` was checked to hold the content `key` stands for and has not changed since;
    * false means: check it the long way.
    */
-  unchanged(path: string, key: string): boolean {
+  unchanged(path: string, key: ContentKey): boolean {
     const entry = this.#entries.get(path);
     if (!entry || entry.key !== digest(key)) return false;
     const info = lstatOrUndefined(path);
@@ -86,7 +95,7 @@ export class VerifiedFiles {
   }
 
   /** Call right after `path` was written with, or found to hold, the content `key` stands for. */
-  checked(path: string, key: string): void {
+  checked(path: string, key: ContentKey): void {
     this.#entries.delete(path);
     const info = lstatOrUndefined(path);
     const id = info && settledIdentity(info, this.#now());

@@ -183,6 +183,11 @@ export class CheckpointWriter {
   /** Inactive manifests known to be what their parent (the key) makes of them. */
   readonly #checkedManifests = new VerifiedFiles();
   /**
+   * Per parent: its stored secret and configmap files known to hold what they were last written
+   * or found with, so that the refresh reads back only those someone may have touched since.
+   */
+  readonly #storedFiles = new Map<string, VerifiedFiles>();
+  /**
    * Per parent: the new spec waiting to be promoted. Since when it has been Ready is known to
    * this process only: after a restart the wait starts again, which only delays a promotion.
    */
@@ -278,7 +283,7 @@ export class CheckpointWriter {
       // stays whatever happens to the parent; the planner decides about that.
       await writes.attempt(report, "checkpoint", id, () => this.#discard(id, "parent not seen"));
     }
-    for (const memory of [this.#refreshedAt, this.#warned, this.#objects]) {
+    for (const memory of [this.#refreshedAt, this.#warned, this.#objects, this.#storedFiles]) {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
     // The objects the checkpoints need are watched, and no others.
@@ -386,7 +391,9 @@ export class CheckpointWriter {
       sanitized.volumes,
       work.refresh,
     );
-    const files = await writeVolumeFiles(sanitized.volumes, objects.data, work.owner);
+    let verified = this.#storedFiles.get(id);
+    if (!verified) this.#storedFiles.set(id, verified = new VerifiedFiles());
+    const files = await writeVolumeFiles(sanitized.volumes, objects.data, work.owner, verified);
     const { namespace, name } = parent.metadata;
     const stale = await removeStaleVolumeDirs(
       versionFileDirs(config, namespace, name, version),

@@ -10,7 +10,9 @@ import {
   removeStaleVolumeDirs,
   writeVolumeFiles,
 } from "../../lib/disk/pod_files.ts";
+import { TRUSTED_AGE_MS, VerifiedFiles } from "../../lib/disk/verified_files.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { untilSettled } from "../helpers/until.ts";
 import { type Entry, tree } from "../helpers/tree.ts";
 
 const OWNER = { uid: 1234, gid: 5678 };
@@ -60,7 +62,14 @@ Deno.test("the kube-apiserver fixture's volumes, end to end from the sanitizer",
     ]);
 
     const summary = await writeVolumeFiles(volumes, objects, owner);
-    assertEquals(summary, { written: 5, unchanged: 0, removed: 0, bytesWritten: 28, skipped: [] });
+    assertEquals(summary, {
+      written: 5,
+      unchanged: 0,
+      trusted: 0,
+      removed: 0,
+      bytesWritten: 28,
+      skipped: [],
+    });
     const o = { uid: 65534, gid: 65534 };
     assertEquals(await tree(root), {
       "configmaps": dir(ROOT),
@@ -96,11 +105,55 @@ Deno.test("the kube-apiserver fixture's volumes, end to end from the sanitizer",
     assertEquals(await writeVolumeFiles(volumes, objects, owner), {
       written: 0,
       unchanged: 5,
+      trusted: 0,
       removed: 0,
       bytesWritten: 0,
       skipped: [],
     });
     assertEquals(await tree(root), before);
+  });
+});
+
+Deno.test("stored files unchanged by stat are not read; touched ones and new data are", async () => {
+  await withTempDir(async (root) => {
+    const v = [volume("certs", `${root}/v`, [{ kind: "secret", name: "s", optional: false }])];
+    const data = (d: Record<string, string>): ObjectData => new Map([["secret/s", secretData(d)]]);
+    // A clock ahead of the files' ctimes: what was written is trusted at once.
+    const verified = new VerifiedFiles(() => Date.now() + 2 * TRUSTED_AGE_MS);
+    const summary = (written: number, trusted: number, bytesWritten: number) => ({
+      written,
+      unchanged: 2 - written,
+      trusted,
+      removed: 0,
+      bytesWritten,
+      skipped: [],
+    });
+    const both = data({ a: "1111", b: "2222" });
+    assertEquals(await writeVolumeFiles(v, both, OWNER, verified), summary(2, 0, 8));
+    assertEquals(await writeVolumeFiles(v, both, OWNER, verified), summary(0, 2, 0));
+
+    // Changed by hand, same size, mtime set back: its ctime tells, and it is put back.
+    const a = `${root}/v/a`;
+    await untilSettled(a);
+    const { mtime } = await Deno.lstat(a);
+    await Deno.writeTextFile(a, "XXXX");
+    await Deno.utime(a, mtime!, mtime!);
+    assertEquals(await writeVolumeFiles(v, both, OWNER, verified), summary(1, 1, 4));
+    assertEquals(await Deno.readTextFile(a), "1111");
+
+    await Deno.remove(`${root}/v/b`);
+    assertEquals(await writeVolumeFiles(v, both, OWNER, verified), summary(1, 1, 4));
+    assertEquals(await Deno.readTextFile(`${root}/v/b`), "2222");
+
+    // New data of the object: that file is rewritten, whatever its stat.
+    const next = data({ a: "1111", b: "3333" });
+    assertEquals(await writeVolumeFiles(v, next, OWNER, verified), summary(1, 1, 4));
+    assertEquals(await Deno.readTextFile(`${root}/v/b`), "3333");
+
+    // Another owner: the files are checked again, and repaired.
+    const other = { uid: 4321, gid: 8765 };
+    assertEquals(await writeVolumeFiles(v, next, other, verified), summary(2, 0, 8));
+    assertEquals(await writeVolumeFiles(v, next, other, verified), summary(0, 2, 0));
   });
 });
 
@@ -110,7 +163,14 @@ Deno.test("a key deleted from a secret is removed; a changed one rewritten", asy
     const data = (d: Record<string, string>): ObjectData => new Map([["secret/s", secretData(d)]]);
     await writeVolumeFiles(v, data({ a: "1", b: "2", c: "3" }), OWNER);
     const summary = await writeVolumeFiles(v, data({ a: "1", c: "33" }), OWNER);
-    assertEquals(summary, { written: 1, unchanged: 1, removed: 1, bytesWritten: 2, skipped: [] });
+    assertEquals(summary, {
+      written: 1,
+      unchanged: 1,
+      trusted: 0,
+      removed: 1,
+      bytesWritten: 2,
+      skipped: [],
+    });
     assertEquals(await tree(`${root}/v`), { a: file("1"), c: file("33") });
   });
 });

@@ -14,7 +14,7 @@ import type { SimNode } from "../../lib/sim/node.ts";
 import { LogCapture, ManualClock } from "../admin/harness.ts";
 import { pod } from "../helpers/pods.ts";
 import { withNode } from "../helpers/sim_node.ts";
-import { until } from "../helpers/until.ts";
+import { until, untilSettled } from "../helpers/until.ts";
 
 interface Watching {
   node: SimNode;
@@ -124,6 +124,36 @@ Deno.test("a secret changed reaches its stored file at the next pass, from the w
     assert(report.applied.some((a) => a.op === "files"), JSON.stringify(report.applied));
     const after = node.apiServer.requestsByVerb();
     assertEquals([after.get, after.list], [asked.get, asked.list]);
+  });
+});
+
+Deno.test("a stored file changed or deleted by hand is put back at the next refresh", async () => {
+  await withWatchingAgent(async ({ node, pass, watched, clock }) => {
+    await until("the pods are watched", watched);
+    await pass();
+    await pass();
+    const path = join(node.config().secretsDir, API_SERVER_CA);
+    const stored = storedSecret(node, API_SERVER_CA);
+    const refresh = async () => {
+      clock.advance(node.config().refreshIntervalMs);
+      const report = await pass();
+      assertEquals(report.failures, []);
+      return report.applied.filter((a) => a.op === "files");
+    };
+    // Read back once it is settled, and from then on known by its stat.
+    await untilSettled(path);
+    assertEquals(await refresh(), []);
+
+    // Same size, mtime set back: only its ctime tells.
+    const { mtime } = Deno.lstatSync(path);
+    Deno.writeTextFileSync(path, "x".repeat(new TextEncoder().encode(stored).length));
+    Deno.utimeSync(path, mtime!, mtime!);
+    assertEquals((await refresh()).length, 1);
+    assertEquals(storedSecret(node, API_SERVER_CA), stored);
+
+    Deno.removeSync(path);
+    assertEquals((await refresh()).length, 1);
+    assertEquals(storedSecret(node, API_SERVER_CA), stored);
   });
 });
 
