@@ -1,7 +1,7 @@
 /**
  * The daemon as a `Type=notify` service (systemd/ckpt-agent.service): READY=1 once the first pass
  * has ended, complete or not (an agent started in an outage is doing its job); STATUS= with a
- * one-line summary after every pass; WATCHDOG=1 while the loop is alive; STOPPING=1 when it is
+ * one-line summary after each pass that changes it; WATCHDOG=1 while the loop is alive; STOPPING=1 when it is
  * told to stop. Without NOTIFY_SOCKET nothing of this exists.
  *
  * The watchdog pings come from a timer, every third of the watchdog period, and only while the
@@ -125,6 +125,8 @@ export class SystemdNotifier {
   #failing = false;
   /** Whether the last keep-alive found the loop alive. */
   #alive = true;
+  /** The last STATUS= sent: systemd keeps it, so an unchanged line is not sent again. */
+  #status: string | undefined;
   readonly #stopTimer: () => void;
 
   /** Undefined when there is no systemd to tell (no NOTIFY_SOCKET) or no way to reach it. */
@@ -187,9 +189,13 @@ export class SystemdNotifier {
       this.#phase = "ready";
       void this.#send("READY=1");
     }
-    const states = this.#daemon.stores.status.list().map((record) => record.state);
+    const states = this.#daemon.stores.status.peekAll().map((record) => record.state);
     const notReady = this.#daemon.readiness().notReady.map((n) => n.reason);
-    void this.#send(`STATUS=${statusLine(states, report, notReady)}`);
+    const status = `STATUS=${statusLine(states, report, notReady)}`;
+    if (status !== this.#status) {
+      this.#status = status;
+      void this.#send(status);
+    }
     if (first) void this.keepAlive();
   }
 

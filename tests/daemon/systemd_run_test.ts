@@ -1,7 +1,7 @@
 /**
  * `ckpt-agent run` as systemd runs it, a subprocess with the compiled binary's flags against a
  * simulated node, with NOTIFY_SOCKET naming a real datagram socket the test reads (a path, or an
- * abstract name): READY=1 after the first pass, STATUS= after each, WATCHDOG=1 over and over,
+ * abstract name): READY=1 after the first pass, STATUS= when it changes, WATCHDOG=1 over and over,
  * STOPPING=1 on SIGTERM and nothing after it. Without NOTIFY_SOCKET the log says nothing of
  * systemd.
  */
@@ -47,10 +47,10 @@ async function notifiedRun(notifySocket: (node: SimNode) => string) {
       const stderr = new Response(child.stderr).text();
       try {
         await inbox.until(
-          "READY=1, two STATUS= and three WATCHDOG=1",
+          "READY=1, STATUS= and three WATCHDOG=1",
           (messages) =>
             count(messages, "READY=1") === 1 &&
-            messages.filter((m) => m.startsWith("STATUS=")).length >= 2 &&
+            messages.some((m) => m.startsWith("STATUS=")) &&
             count(messages, "WATCHDOG=1") >= 3,
         );
       } finally {
@@ -68,7 +68,8 @@ async function notifiedRun(notifySocket: (node: SimNode) => string) {
         [],
       );
       assert(statuses[0] > ready, JSON.stringify(messages));
-      assertEquals([...new Set(statuses.map((i) => messages[i]))], ["STATUS=3 inactive"]);
+      // Nothing changed after the first pass: its line is the only one.
+      assertEquals(statuses.map((i) => messages[i]), ["STATUS=3 inactive"]);
       // Pings come from a timer: more of them than passes.
       assert(messages.indexOf("WATCHDOG=1") > ready, JSON.stringify(messages));
       // STOPPING=1 last: the pass under way ends, and systemd is told nothing more.
