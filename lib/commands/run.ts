@@ -108,7 +108,7 @@ export async function runCommand(args: string[]): Promise<number> {
   if (dryRun && !once) throw new UsageError("--dry-run: only with --once");
   // Refused before anything starts: a configuration error, not a runtime one.
   const adminListen = once ? undefined : adminListenAddress(config);
-  const log = createLogger();
+  const log = createLogger({ minLevel: config.logLevel });
   const sources = await connectNode(config, {
     log,
     // A daemon watches the API server; a single pass asks it.

@@ -15,7 +15,12 @@ export async function snapshotCommand(args: string[]): Promise<number> {
   const { config } = await loadConfig(args);
   const sources = await connectNode(config);
   try {
-    const agent = new Agent({ config, sources, clock: systemClock, log: createLogger() });
+    const agent = new Agent({
+      config,
+      sources,
+      clock: systemClock,
+      log: createLogger({ minLevel: config.logLevel }),
+    });
     const observation = await agent.observe(trackedFromDisk(config.stateDir));
     console.log(JSON.stringify(snapshotDocument(observation.input), null, 2));
     return 0;

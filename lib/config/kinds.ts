@@ -202,6 +202,17 @@ export const boolean: Kind<boolean> = {
       : new Problem(`must be true or false, not ${describe(value)}`),
 };
 
+/** One of a few words, as written. */
+export function oneOf<const W extends string>(words: readonly W[]): Kind<W> {
+  return {
+    arg: words.join("|"),
+    check: (value) =>
+      words.includes(value as W)
+        ? value as W
+        : new Problem(`must be one of ${words.join(", ")}, not ${describe(value)}`),
+  };
+}
+
 /** A whole number in [min, max]; a flag's text is read as one. */
 export function count(min: number, max: number): Kind<number> {
   return {

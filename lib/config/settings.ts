@@ -12,6 +12,7 @@
  * and must follow: README.md's configuration table (tests/config/settings_test.ts shows the row it wants)
  * and systemd/config.yaml (`deno run -A scripts/config_file.ts` writes it).
  */
+import { LEVELS } from "../util/log.ts";
 import {
   absolutePath,
   boolean,
@@ -24,6 +25,7 @@ import {
   listenAddress,
   namespaceList,
   nodeName,
+  oneOf,
   optional,
   runtimeEndpoint,
 } from "./kinds.ts";
@@ -258,6 +260,13 @@ export const SETTINGS = {
     field: "adminTokenFile",
     default: "/etc/ckpt-agent/admin-token",
     help: "bearer token for `POST /v1/reconcile` and the verbs (0600 or stricter)",
+  }),
+  logLevel: setting({
+    flag: "log-level",
+    kind: oneOf(LEVELS),
+    field: "logLevel",
+    default: "info",
+    help: "the least level logged; `debug` adds a line per pass and a source's repeated failures",
   }),
 };
 

@@ -3,7 +3,10 @@
  * Every line has time, level and msg; the rest are fields named by the caller.
  */
 
-export type Level = "debug" | "info" | "warn" | "error";
+/** From the most to the least said. */
+export const LEVELS = ["debug", "info", "warn", "error"] as const;
+
+export type Level = typeof LEVELS[number];
 
 export type Fields = Record<string, unknown>;
 
@@ -14,8 +17,6 @@ export interface Logger {
   error(msg: string, fields?: Fields): void;
 }
 
-const ORDER: Record<Level, number> = { debug: 0, info: 1, warn: 2, error: 3 };
-
 function serialize(value: unknown): unknown {
   if (typeof value === "bigint") return value.toString();
   if (value instanceof Error) return value.message;
@@ -25,13 +26,13 @@ function serialize(value: unknown): unknown {
 export function createLogger(
   opts: { minLevel?: Level; write?: (line: string) => void; now?: () => Date } = {},
 ): Logger {
-  const min = ORDER[opts.minLevel ?? "info"];
+  const min = LEVELS.indexOf(opts.minLevel ?? "info");
   const encoder = new TextEncoder();
   const write = opts.write ??
     ((line: string) => Deno.stderr.writeSync(encoder.encode(line + "\n")));
   const now = opts.now ?? (() => new Date());
   const log = (level: Level) => (msg: string, fields: Fields = {}) => {
-    if (ORDER[level] < min) return;
+    if (LEVELS.indexOf(level) < min) return;
     write(
       JSON.stringify({ time: now().toISOString(), level, msg, ...fields }, (_k, v) => serialize(v)),
     );

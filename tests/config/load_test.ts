@@ -39,6 +39,7 @@ const DEFAULT_CONFIG: Config = {
   adminListen: "127.0.0.1:10280",
   adminAllowRemote: false,
   adminTokenFile: "/etc/ckpt-agent/admin-token",
+  logLevel: "info",
 };
 
 /** Loads with a private environment and host name, never the machine's own config file. */
@@ -113,6 +114,7 @@ namespace:
 adminListen: "[::1]:9000"
 adminAllowRemote: true
 adminTokenFile: /k/token
+logLevel: debug
 `);
   assertEquals(config, {
     kubeconfig: "/k/kubeconfig",
@@ -142,6 +144,7 @@ adminTokenFile: /k/token
     adminListen: "[::1]:9000",
     adminAllowRemote: true,
     adminTokenFile: "/k/token",
+    logLevel: "debug",
   });
 });
 
@@ -285,6 +288,7 @@ Deno.test("every bad YAML value is one line naming the file and the key", async 
       "adminListen: must be host:port, [ipv6]:port, unix:/path or off, not a mapping",
     ],
     [{ adminAllowRemote: "true" }, 'adminAllowRemote: must be true or false, not "true"'],
+    [{ logLevel: "verbose" }, 'logLevel: must be one of debug, info, warn, error, not "verbose"'],
     [{ pollIntervall: "5s" }, "pollIntervall: unknown key (did you mean pollInterval?)"],
     [{ "lock-file": "/x" }, "lock-file: unknown key (did you mean lockFile?)"],
     [{ nonsense: 1 }, "nonsense: unknown key"],
