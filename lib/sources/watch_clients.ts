@@ -239,7 +239,8 @@ export class WatchClients {
       if (h2.streams === 0) this.#drop(connection);
       return;
     }
-    if (h2.streams === 0 && connection.reserved === 0 && index > 0) {
+    const idle = h2.streams === 0 && connection.reserved === 0 && connection.waiting.length === 0;
+    if (idle && index > 0) {
       this.#drop(connection);
       h2.close("no watches left");
     }

@@ -121,13 +121,14 @@ class WatchBody {
     return !this.#over();
   }
 
-  /** The connection failed before the answer's end. */
-  cut(): void {
+  /** The connection failed before the answer's end; `why`, when known. */
+  cut(why?: string): void {
     if (this.#over()) return;
     if (!this.success) return this.#notAWatch();
+    const because = why === undefined ? "" : ` (${why})`;
     this.#fail(
       "bad-response",
-      `watch stream cut short after ${this.#size} bytes: ${bodyStart(this.#pending)}`,
+      `watch stream cut short after ${this.#size} bytes${because}: ${bodyStart(this.#pending)}`,
       this.#head.status,
       "body cut short",
     );
@@ -366,7 +367,7 @@ function overStream(
     end: () => {
       if (body?.end()) finish(undefined, true);
     },
-    failed: (error) => body ? body.cut() : fail("unreachable", error.message),
+    failed: (error) => body ? body.cut(error.message) : fail("unreachable", error.message),
   });
   return (answered) => {
     if (!answered) stream.cancel();
