@@ -1,0 +1,240 @@
+/**
+ * Our HTTP/2 client against servers that misbehave, written frame by frame over real TLS on
+ * loopback: one that goes silent after its answer's head (the PINGs find it, on a time the test
+ * moves), one whose connection is cut in the middle of a frame, one whose header block HPACK
+ * cannot decode.
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { createSimCa } from "../../lib/sim/pki.ts";
+import {
+  ErrorCode,
+  Flag,
+  frame,
+  FrameType,
+  PING_TIMEOUT_MS,
+  PREFACE,
+  READ_IDLE_MS,
+  uint32Payload,
+} from "../../lib/sources/h2/connection.ts";
+import { encodeHeaders } from "../../lib/sources/h2/hpack.ts";
+import { watchClients } from "../../lib/sources/watch_stream.ts";
+import { ManualTimers } from "../helpers/manual_timers.ts";
+import { until } from "../helpers/until.ts";
+import { type SeenWatch, targetFor, watchOf } from "./h2_watch.ts";
+
+interface Frame {
+  type: number;
+  flags: number;
+  streamId: number;
+  payload: Uint8Array;
+}
+
+/** What the server does once a request's HEADERS came: frames to write, and whether to cut. */
+type Answer = (conn: Deno.Conn, streamId: number) => Promise<void>;
+
+const OK_HEAD = encodeHeaders([[":status", "200"], ["content-type", "application/json"]]);
+
+async function withRawServer(
+  answer: Answer,
+  options: { answerPings?: boolean },
+  fn: (
+    port: number,
+    tls: { caPem: string; certPem: string; keyPem: string },
+    received: Frame[],
+  ) => Promise<void>,
+) {
+  const ca = await createSimCa();
+  const serving = await ca.issueServerCert("h2-raw");
+  const client = await ca.issueClientCert({ commonName: "system:node:node-1" });
+  const listener = Deno.listenTls({
+    hostname: "127.0.0.1",
+    port: 0,
+    cert: serving.certPem,
+    key: serving.keyPem,
+    alpnProtocols: ["h2"],
+  });
+  const received: Frame[] = [];
+  const conns: Deno.Conn[] = [];
+  const serving_ = (async () => {
+    for await (const conn of listener) {
+      conns.push(conn);
+      void serve(conn, answer, options, received).catch(() => {});
+    }
+  })();
+  try {
+    await fn(listener.addr.port, { caPem: ca.certPem, ...client }, received);
+  } finally {
+    listener.close();
+    for (const conn of conns) {
+      try {
+        conn.close();
+      } catch {
+        // Closed by the test already.
+      }
+    }
+    await serving_;
+  }
+}
+
+async function serve(
+  conn: Deno.Conn,
+  answer: Answer,
+  options: { answerPings?: boolean },
+  received: Frame[],
+) {
+  await conn.write(frame(FrameType.SETTINGS, 0, 0));
+  let buffered = new Uint8Array();
+  let prefaceSeen = false;
+  const chunk = new Uint8Array(65_536);
+  for (;;) {
+    const n = await conn.read(chunk);
+    if (n === null) return;
+    const joined = new Uint8Array(buffered.length + n);
+    joined.set(buffered);
+    joined.set(chunk.subarray(0, n), buffered.length);
+    buffered = joined;
+    if (!prefaceSeen) {
+      if (buffered.length < PREFACE.length) continue;
+      buffered = buffered.slice(PREFACE.length);
+      prefaceSeen = true;
+    }
+    while (buffered.length >= 9) {
+      const length = (buffered[0] << 16) | (buffered[1] << 8) | buffered[2];
+      if (buffered.length < 9 + length) break;
+      const view = new DataView(buffered.buffer, buffered.byteOffset);
+      const f: Frame = {
+        type: buffered[3],
+        flags: buffered[4],
+        streamId: view.getUint32(5) & 0x7fffffff,
+        payload: buffered.slice(9, 9 + length),
+      };
+      buffered = buffered.slice(9 + length);
+      received.push(f);
+      if (f.type === FrameType.HEADERS) await answer(conn, f.streamId);
+      if (f.type === FrameType.PING && !(f.flags & Flag.ACK) && options.answerPings) {
+        await conn.write(frame(FrameType.PING, Flag.ACK, 0, f.payload));
+      }
+    }
+  }
+}
+
+/** Answers the head of a watch, then nothing more. */
+const headOnly: Answer = async (conn, id) => {
+  await conn.write(frame(FrameType.HEADERS, Flag.END_HEADERS, id, OK_HEAD));
+};
+
+/** Not a type guard: the test goes on to see it end. */
+const stillOpen = (watch: SeenWatch): boolean => watch.ended === undefined;
+
+const pings = (received: Frame[]) =>
+  received.filter((f) => f.type === FrameType.PING && !(f.flags & Flag.ACK)).length;
+
+Deno.test("a server silent after its answer's head is sent a PING at 30 s, and dropped 15 s later", async () => {
+  await withRawServer(headOnly, {}, async (port, tls, received) => {
+    const timers = new ManualTimers();
+    const target = targetFor(port, tls);
+    const clients = watchClients(target, { timers })!;
+    try {
+      const watch = watchOf(target, clients, "/watch");
+      await until("the watch open", () => watch.opened);
+      await timers.advance(READ_IDLE_MS - 1);
+      assertEquals(pings(received), 0);
+      assert(timers.armed.includes(1), `the silence is checked next at 30 s: ${timers.armed}`);
+      await timers.advance(1);
+      await until("the server got a PING", () => pings(received) === 1);
+      await timers.advance(PING_TIMEOUT_MS - 1);
+      assert(stillOpen(watch));
+      await timers.advance(1);
+      await until("the watch ended", () => watch.ended !== undefined);
+      assertEquals(watch.ended?.failure?.problem, "body cut short");
+      const message = watch.ended?.failure?.message ?? "";
+      assert(message.includes("no answer to a PING"), message);
+    } finally {
+      clients.close();
+    }
+  });
+});
+
+Deno.test("a server that answers the PING keeps its connection; the next comes 30 s after", async () => {
+  await withRawServer(headOnly, { answerPings: true }, async (port, tls, received) => {
+    const timers = new ManualTimers();
+    const target = targetFor(port, tls);
+    const clients = watchClients(target, { timers })!;
+    try {
+      const watch = watchOf(target, clients, "/watch");
+      await until("the watch open", () => watch.opened);
+      await timers.advance(READ_IDLE_MS);
+      await until("the answer read", () => timers.armed.includes(READ_IDLE_MS));
+      await timers.advance(PING_TIMEOUT_MS);
+      assert(stillOpen(watch));
+      await timers.advance(READ_IDLE_MS - PING_TIMEOUT_MS);
+      await until("a second PING", () => pings(received) === 2);
+      assert(stillOpen(watch));
+    } finally {
+      clients.close();
+    }
+  });
+});
+
+Deno.test("a connection cut in the middle of a DATA frame cuts the watch short, saying so", async () => {
+  const cutInData: Answer = async (conn, id) => {
+    await conn.write(frame(FrameType.HEADERS, Flag.END_HEADERS, id, OK_HEAD));
+    const data = frame(FrameType.DATA, 0, id, new TextEncoder().encode('{"type":"ADDED","obj'));
+    await conn.write(data.subarray(0, data.length - 5));
+    conn.close();
+  };
+  await withRawServer(cutInData, {}, async (port, tls) => {
+    const target = targetFor(port, tls);
+    const clients = watchClients(target)!;
+    try {
+      const watch = watchOf(target, clients, "/watch");
+      await until("the watch ended", () => watch.ended !== undefined);
+      assert(watch.opened);
+      assertEquals(watch.ended?.failure?.kind, "bad-response");
+      assertEquals(watch.ended?.failure?.problem, "body cut short");
+    } finally {
+      clients.close();
+    }
+  });
+});
+
+Deno.test("a connection cut in the middle of the answer's head: unreachable, never nothing", async () => {
+  const cutInHead: Answer = async (conn, id) => {
+    const head = frame(FrameType.HEADERS, Flag.END_HEADERS, id, OK_HEAD);
+    await conn.write(head.subarray(0, 12));
+    conn.close();
+  };
+  await withRawServer(cutInHead, {}, async (port, tls) => {
+    const target = targetFor(port, tls);
+    const clients = watchClients(target)!;
+    try {
+      const watch = watchOf(target, clients, "/watch");
+      await until("the watch ended", () => watch.ended !== undefined);
+      assert(!watch.opened);
+      assertEquals(watch.ended?.failure?.kind, "unreachable");
+    } finally {
+      clients.close();
+    }
+  });
+});
+
+Deno.test("a head HPACK cannot decode ends the connection with GOAWAY COMPRESSION_ERROR; its watches fail", async () => {
+  // Index 0 is no field (RFC 7541 §6.1).
+  const badHead: Answer = async (conn, id) => {
+    await conn.write(frame(FrameType.HEADERS, Flag.END_HEADERS, id, new Uint8Array([0x80])));
+  };
+  await withRawServer(badHead, {}, async (port, tls, received) => {
+    const target = targetFor(port, tls);
+    const clients = watchClients(target)!;
+    try {
+      const watch = watchOf(target, clients, "/watch");
+      await until("the watch ended", () => watch.ended !== undefined);
+      assertEquals(watch.ended?.failure?.kind, "unreachable");
+      await until("the GOAWAY came", () => received.some((f) => f.type === FrameType.GOAWAY));
+      const goAway = received.find((f) => f.type === FrameType.GOAWAY)!;
+      assertEquals(goAway.payload.subarray(4, 8), uint32Payload(ErrorCode.COMPRESSION_ERROR));
+    } finally {
+      clients.close();
+    }
+  });
+});
