@@ -129,52 +129,71 @@ const stillOpen = (watch: SeenWatch): boolean => watch.ended === undefined;
 const pings = (received: Frame[]) =>
   received.filter((f) => f.type === FrameType.PING && !(f.flags & Flag.ACK)).length;
 
-Deno.test("a server silent after its answer's head is sent a PING at 30 s, and dropped 15 s later", async () => {
-  await withRawServer(headOnly, {}, async (port, tls, received) => {
+/** One watch open on a server that answers its head only, on time the test moves. */
+async function openOnManualTime(
+  answerPings: boolean,
+  fn: (watch: SeenWatch, timers: ManualTimers, received: Frame[]) => Promise<void>,
+) {
+  await withRawServer(headOnly, { answerPings }, async (port, tls, received) => {
     const timers = new ManualTimers();
     const target = targetFor(port, tls);
     const clients = watchClients(target, { timers })!;
     try {
       const watch = watchOf(target, clients, "/watch");
       await until("the watch open", () => watch.opened);
-      await timers.advance(READ_IDLE_MS - 1);
-      assertEquals(pings(received), 0);
-      assert(timers.armed.includes(1), `the silence is checked next at 30 s: ${timers.armed}`);
-      await timers.advance(1);
-      await until("the server got a PING", () => pings(received) === 1);
-      await timers.advance(PING_TIMEOUT_MS - 1);
-      assert(stillOpen(watch));
-      await timers.advance(1);
-      await until("the watch ended", () => watch.ended !== undefined);
-      assertEquals(watch.ended?.failure?.problem, "body cut short");
-      const message = watch.ended?.failure?.message ?? "";
-      assert(message.includes("no answer to a PING"), message);
+      await fn(watch, timers, received);
     } finally {
       clients.close();
     }
+  });
+}
+
+Deno.test("a server silent after its answer's head is sent a PING at 30 s, and dropped 15 s later", async () => {
+  await openOnManualTime(false, async (watch, timers, received) => {
+    await timers.advance(READ_IDLE_MS - 1);
+    assertEquals(pings(received), 0);
+    assert(timers.armed.includes(1), `the silence is checked next at 30 s: ${timers.armed}`);
+    await timers.advance(1);
+    await until("the server got a PING", () => pings(received) === 1);
+    await timers.advance(PING_TIMEOUT_MS - 1);
+    assert(stillOpen(watch));
+    await timers.advance(1);
+    await until("the watch ended", () => watch.ended !== undefined);
+    assertEquals(watch.ended?.failure?.problem, "body cut short");
+    const message = watch.ended?.failure?.message ?? "";
+    assert(message.includes("no answer to a PING"), message);
   });
 });
 
 Deno.test("a server that answers the PING keeps its connection; the next comes 30 s after", async () => {
-  await withRawServer(headOnly, { answerPings: true }, async (port, tls, received) => {
-    const timers = new ManualTimers();
+  await openOnManualTime(true, async (watch, timers, received) => {
+    await timers.advance(READ_IDLE_MS);
+    await until("the answer read", () => timers.armed.includes(READ_IDLE_MS));
+    await timers.advance(PING_TIMEOUT_MS);
+    assert(stillOpen(watch));
+    await timers.advance(READ_IDLE_MS - PING_TIMEOUT_MS);
+    await until("a second PING", () => pings(received) === 2);
+    assert(stillOpen(watch));
+  });
+});
+
+/** One watch against a server that answers so, until it ended. */
+async function endedWatch(
+  answer: Answer,
+  fn: (watch: SeenWatch, received: Frame[]) => Promise<void> | void,
+) {
+  await withRawServer(answer, {}, async (port, tls, received) => {
     const target = targetFor(port, tls);
-    const clients = watchClients(target, { timers })!;
+    const clients = watchClients(target)!;
     try {
       const watch = watchOf(target, clients, "/watch");
-      await until("the watch open", () => watch.opened);
-      await timers.advance(READ_IDLE_MS);
-      await until("the answer read", () => timers.armed.includes(READ_IDLE_MS));
-      await timers.advance(PING_TIMEOUT_MS);
-      assert(stillOpen(watch));
-      await timers.advance(READ_IDLE_MS - PING_TIMEOUT_MS);
-      await until("a second PING", () => pings(received) === 2);
-      assert(stillOpen(watch));
+      await until("the watch ended", () => watch.ended !== undefined);
+      await fn(watch, received);
     } finally {
       clients.close();
     }
   });
-});
+}
 
 Deno.test("a connection cut in the middle of a DATA frame cuts the watch short, saying so", async () => {
   const cutInData: Answer = async (conn, id) => {
@@ -183,18 +202,12 @@ Deno.test("a connection cut in the middle of a DATA frame cuts the watch short, 
     await conn.write(data.subarray(0, data.length - 5));
     conn.close();
   };
-  await withRawServer(cutInData, {}, async (port, tls) => {
-    const target = targetFor(port, tls);
-    const clients = watchClients(target)!;
-    try {
-      const watch = watchOf(target, clients, "/watch");
-      await until("the watch ended", () => watch.ended !== undefined);
-      assert(watch.opened);
-      assertEquals(watch.ended?.failure?.kind, "bad-response");
-      assertEquals(watch.ended?.failure?.problem, "body cut short");
-    } finally {
-      clients.close();
-    }
+  await endedWatch(cutInData, (watch) => {
+    assert(watch.opened);
+    assertEquals(watch.ended?.failure?.kind, "bad-response");
+    assertEquals(watch.ended?.failure?.problem, "body cut short");
+    const message = watch.ended?.failure?.message ?? "";
+    assert(message.includes("connection closed by the server"), message);
   });
 });
 
@@ -204,17 +217,9 @@ Deno.test("a connection cut in the middle of the answer's head: unreachable, nev
     await conn.write(head.subarray(0, 12));
     conn.close();
   };
-  await withRawServer(cutInHead, {}, async (port, tls) => {
-    const target = targetFor(port, tls);
-    const clients = watchClients(target)!;
-    try {
-      const watch = watchOf(target, clients, "/watch");
-      await until("the watch ended", () => watch.ended !== undefined);
-      assert(!watch.opened);
-      assertEquals(watch.ended?.failure?.kind, "unreachable");
-    } finally {
-      clients.close();
-    }
+  await endedWatch(cutInHead, (watch) => {
+    assert(!watch.opened);
+    assertEquals(watch.ended?.failure?.kind, "unreachable");
   });
 });
 
@@ -223,18 +228,10 @@ Deno.test("a head HPACK cannot decode ends the connection with GOAWAY COMPRESSIO
   const badHead: Answer = async (conn, id) => {
     await conn.write(frame(FrameType.HEADERS, Flag.END_HEADERS, id, new Uint8Array([0x80])));
   };
-  await withRawServer(badHead, {}, async (port, tls, received) => {
-    const target = targetFor(port, tls);
-    const clients = watchClients(target)!;
-    try {
-      const watch = watchOf(target, clients, "/watch");
-      await until("the watch ended", () => watch.ended !== undefined);
-      assertEquals(watch.ended?.failure?.kind, "unreachable");
-      await until("the GOAWAY came", () => received.some((f) => f.type === FrameType.GOAWAY));
-      const goAway = received.find((f) => f.type === FrameType.GOAWAY)!;
-      assertEquals(goAway.payload.subarray(4, 8), uint32Payload(ErrorCode.COMPRESSION_ERROR));
-    } finally {
-      clients.close();
-    }
+  await endedWatch(badHead, async (watch, received) => {
+    assertEquals(watch.ended?.failure?.kind, "unreachable");
+    await until("the GOAWAY came", () => received.some((f) => f.type === FrameType.GOAWAY));
+    const goAway = received.find((f) => f.type === FrameType.GOAWAY)!;
+    assertEquals(goAway.payload.subarray(4, 8), uint32Payload(ErrorCode.COMPRESSION_ERROR));
   });
 });

@@ -10,6 +10,7 @@
  * for READ_IDLE_MS is sent a PING, and dropped if its answer does not come within PING_TIMEOUT_MS,
  * so a peer gone without a word fails the connection's streams in under a minute.
  */
+import { concatBytes } from "../../util/bytes.ts";
 import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
 
 /** Time as the connection sees it; tests move it by hand. */
@@ -676,12 +677,5 @@ function unpad(flags: number, payload: Uint8Array, what: string): Uint8Array {
 }
 
 function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  return parts.length === 1 ? parts[0] : concatBytes(parts);
 }
