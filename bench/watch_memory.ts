@@ -63,6 +63,7 @@ const mib = (kb: number) => (kb / 1024).toFixed(1);
 console.log(
   `${transport}: ${watches} watches over ${report.connections} connection(s); RssAnon ` +
     `${mib(report.oneKb)} MiB with one, ${mib(report.allKb)} MiB with all: ` +
-    `${((report.allKb - report.oneKb) / (watches - 1)).toFixed(1)} KB a watch; ` +
+    `${((report.allKb - report.oneKb) / (watches - 1)).toFixed(1)} KB a watch, of which V8's ` +
+    `heap ${((report.heapAllKb - report.heapOneKb) / (watches - 1)).toFixed(1)} KB; ` +
     `opened in ${report.openMs} ms; load ${Deno.loadavg().join(" ")}`,
 );

@@ -16,6 +16,9 @@ export interface WatchMemoryReport {
   /** RssAnon (kB) with one watch open, and with all. */
   oneKb: number;
   allKb: number;
+  /** V8's heap in use (kB), with one and with all. */
+  heapOneKb: number;
+  heapAllKb: number;
   connections: number;
   openMs: number;
 }
@@ -67,13 +70,22 @@ const all = [open(0)];
 await until("the first watch open", () => opened === 1);
 await new Promise((resolve) => setTimeout(resolve, job.settleMs));
 const oneKb = await rssAnonKb();
+const heapOneKb = Deno.memoryUsage().heapUsed / 1024;
 const started = performance.now();
 for (let i = 1; i < job.watches; i++) all.push(open(i));
 await until("every watch open", () => opened === job.watches);
 const openMs = Math.round(performance.now() - started);
 await new Promise((resolve) => setTimeout(resolve, job.settleMs));
 const allKb = await rssAnonKb();
-const report: WatchMemoryReport = { oneKb, allKb, connections: clients.size, openMs };
+const heapAllKb = Deno.memoryUsage().heapUsed / 1024;
+const report: WatchMemoryReport = {
+  oneKb,
+  allKb,
+  heapOneKb,
+  heapAllKb,
+  connections: clients.size,
+  openMs,
+};
 console.log(JSON.stringify(report));
 for (const watch of all) watch.close();
 clients.close();

@@ -633,7 +633,7 @@ export class H2Connection {
       );
       // Sent without waiting: the connection closes at once either way.
       const goAway = concat(this.#writes);
-      this.#conn.write(goAway).catch(() => {}).finally(() => this.#conn.close());
+      this.#conn.write(goAway).catch(() => {}).finally(() => closeQuietly(this.#conn));
     }
     this.#closed = true;
     this.#closedBecause = code === undefined || code === ErrorCode.NO_ERROR
