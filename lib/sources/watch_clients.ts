@@ -180,11 +180,12 @@ export class WatchClients {
     let stopTimer = () => {};
     try {
       const conn = await new Promise<Deno.Conn | undefined>((resolve, reject) => {
-        stopTimer = this.#timers.after(
-          this.#timeoutMs,
-          () => reject(new Error(`no connection within ${this.#timeoutMs} ms`)),
-        );
-        this.#connect!().then(resolve, reject);
+        let late = false;
+        stopTimer = this.#timers.after(this.#timeoutMs, () => {
+          late = true;
+          reject(new Error(`no connection within ${this.#timeoutMs} ms`));
+        });
+        this.#connect!().then((conn) => late ? conn?.close() : resolve(conn), reject);
       });
       if (!this.#connections.includes(connection)) {
         conn?.close();

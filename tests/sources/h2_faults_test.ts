@@ -235,3 +235,18 @@ Deno.test("a head HPACK cannot decode ends the connection with GOAWAY COMPRESSIO
     assertEquals(goAway.payload.subarray(4, 8), uint32Payload(ErrorCode.COMPRESSION_ERROR));
   });
 });
+
+Deno.test("a server that sends its SETTINGS and then nothing: the watch times out, as a GET's would", async () => {
+  await withRawServer(() => Promise.resolve(), {}, async (port, tls) => {
+    const target = { ...targetFor(port, tls), timeoutMs: 300 };
+    const clients = watchClients(target)!;
+    try {
+      const watch = watchOf(target, clients, "/watch");
+      await until("the watch ended", () => watch.ended !== undefined);
+      assert(!watch.opened);
+      assertEquals(watch.ended?.failure?.kind, "timeout");
+    } finally {
+      clients.close();
+    }
+  });
+});
