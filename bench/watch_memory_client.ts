@@ -66,13 +66,13 @@ async function until(what: string, done: () => boolean) {
   if (!done()) throw new Error(`never: ${what}`);
 }
 
-const all = [open(0)];
+open(0);
 await until("the first watch open", () => opened === 1);
 await new Promise((resolve) => setTimeout(resolve, job.settleMs));
 const oneKb = await rssAnonKb();
 const heapOneKb = Deno.memoryUsage().heapUsed / 1024;
 const started = performance.now();
-for (let i = 1; i < job.watches; i++) all.push(open(i));
+for (let i = 1; i < job.watches; i++) open(i);
 await until("every watch open", () => opened === job.watches);
 const openMs = Math.round(performance.now() - started);
 await new Promise((resolve) => setTimeout(resolve, job.settleMs));
@@ -87,6 +87,6 @@ const report: WatchMemoryReport = {
   openMs,
 };
 console.log(JSON.stringify(report));
-for (const watch of all) watch.close();
-clients.close();
+// Exits without closing them: the simulated server's node:http2 (Deno's, in the bench's process)
+// once aborted on an nghttp2 assertion as 3,000 streams and 30 connections were closed at once.
 Deno.exit(0);
