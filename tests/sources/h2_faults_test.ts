@@ -250,3 +250,20 @@ Deno.test("a server that sends its SETTINGS and then nothing: the watch times ou
     }
   });
 });
+
+Deno.test("a head split over HEADERS and CONTINUATION, and padded DATA: the watch reads through", async () => {
+  const split: Answer = async (conn, id) => {
+    await conn.write(frame(FrameType.HEADERS, 0, id, OK_HEAD.subarray(0, 3)));
+    await conn.write(frame(FrameType.CONTINUATION, Flag.END_HEADERS, id, OK_HEAD.subarray(3)));
+    const event = new TextEncoder().encode('{"type":"ADDED","object":{"n":1}}\n');
+    const padded = new Uint8Array(1 + event.length + 40);
+    padded[0] = 40;
+    padded.set(event, 1);
+    await conn.write(frame(FrameType.DATA, Flag.PADDED | Flag.END_STREAM, id, padded));
+  };
+  await endedWatch(split, (watch) => {
+    assert(watch.opened);
+    assertEquals(watch.events.map((e) => e.object), [{ n: 1 }]);
+    assertEquals(watch.ended, {});
+  });
+});
