@@ -216,6 +216,19 @@ export class WatchClients {
       stopTimer();
       const waiting = connection.waiting;
       connection.waiting = [];
+      if (this.#room(connection) <= 0) {
+        // No room on a connection just made (going away at once, or a cap of 0 streams): the
+        // watches fail, to be asked again by their owners, rather than make connection after
+        // connection.
+        const error = new Error(
+          connection.h2!.closing
+            ? "connection going away as it opened"
+            : "the server allows no streams (SETTINGS_MAX_CONCURRENT_STREAMS 0)",
+        );
+        for (const pending of waiting) pending.reject(error);
+        this.#changed(connection);
+        return;
+      }
       for (const pending of waiting) {
         if (this.#room(connection) > 0) pending.resolve(this.#reserve(connection));
         else this.#place(pending);

@@ -14,6 +14,8 @@ import {
   PING_TIMEOUT_MS,
   PREFACE,
   READ_IDLE_MS,
+  Setting,
+  settingsPayload,
   uint32Payload,
 } from "../../lib/sources/h2/connection.ts";
 import { encodeHeaders } from "../../lib/sources/h2/hpack.ts";
@@ -21,6 +23,12 @@ import { watchClients } from "../../lib/sources/watch_stream.ts";
 import { ManualTimers } from "../helpers/manual_timers.ts";
 import { until } from "../helpers/until.ts";
 import { type SeenWatch, targetFor, watchOf } from "./h2_watch.ts";
+
+interface ServerOptions {
+  answerPings?: boolean;
+  /** The server's SETTINGS frame; unset: one without settings. */
+  settings?: Uint8Array;
+}
 
 interface Frame {
   type: number;
@@ -36,7 +44,7 @@ const OK_HEAD = encodeHeaders([[":status", "200"], ["content-type", "application
 
 async function withRawServer(
   answer: Answer,
-  options: { answerPings?: boolean },
+  options: ServerOptions,
   fn: (
     port: number,
     tls: { caPem: string; certPem: string; keyPem: string },
@@ -79,10 +87,10 @@ async function withRawServer(
 async function serve(
   conn: Deno.Conn,
   answer: Answer,
-  options: { answerPings?: boolean },
+  options: ServerOptions,
   received: Frame[],
 ) {
-  await conn.write(frame(FrameType.SETTINGS, 0, 0));
+  await conn.write(options.settings ?? frame(FrameType.SETTINGS, 0, 0));
   let buffered = new Uint8Array();
   let prefaceSeen = false;
   const chunk = new Uint8Array(65_536);
@@ -265,5 +273,28 @@ Deno.test("a head split over HEADERS and CONTINUATION, and padded DATA: the watc
     assert(watch.opened);
     assertEquals(watch.events.map((e) => e.object), [{ n: 1 }]);
     assertEquals(watch.ended, {});
+  });
+});
+
+Deno.test("a server that allows no streams: the watch fails, and no connection after connection is made", async () => {
+  const zero = frame(
+    FrameType.SETTINGS,
+    0,
+    0,
+    settingsPayload([[Setting.MAX_CONCURRENT_STREAMS, 0]]),
+  );
+  await withRawServer(() => Promise.resolve(), { settings: zero }, async (port, tls) => {
+    const target = targetFor(port, tls);
+    const clients = watchClients(target)!;
+    try {
+      const watch = watchOf(target, clients, "/watch");
+      await until("the watch ended", () => watch.ended !== undefined);
+      assertEquals(watch.ended?.failure?.kind, "unreachable");
+      const message = watch.ended?.failure?.message ?? "";
+      assert(message.includes("allows no streams"), message);
+      assertEquals(clients.size, 1);
+    } finally {
+      clients.close();
+    }
   });
 });
