@@ -200,11 +200,13 @@ Deno.test("HPACK refuses what breaks RFC 7541: index 0 or past the tables, cut s
   assertThrows(() => new HpackDecoder().decode(hex("82 84"), 60), HpackError, "list too long");
 });
 
-Deno.test("HPACK encodes literals without indexing, static names by index; they decode back", () => {
+Deno.test("HPACK encodes literals without indexing, credentials never indexed, static names by index; they decode back", () => {
   assertEquals(
     encodeHeaders([[":path", "/sample/path"]]),
     hex("040c 2f73 616d 706c 652f 7061 7468"),
   );
+  // Credentials are never indexed (RFC 7541 §6.2.3): authorization is static index 23.
+  assertEquals(encodeHeaders([["authorization", "x"]]), hex("1f08 0178"));
   const fields: HeaderField[] = [
     [":method", "GET"],
     [":path", `/api/v1/pods?${"x".repeat(300)}`],

@@ -302,15 +302,19 @@ function readString(reader: Reader): string {
   return huffman ? huffmanDecode(bytes) : new TextDecoder().decode(bytes);
 }
 
+/** Fields no intermediary may put in a table (RFC 7541 §7.1.3): credentials. */
+const NEVER_INDEXED = new Set(["authorization", "proxy-authorization", "cookie"]);
+
 /**
- * Encodes fields as literals without indexing (RFC 7541 §6.2.2), names by their static index
- * where the static table has them, strings plain: the server keeps no state for us.
+ * Encodes fields as literals without indexing (RFC 7541 §6.2.2), or never indexed for
+ * credentials (§6.2.3), names by their static index where the static table has them, strings
+ * plain: the server keeps no state for us.
  */
 export function encodeHeaders(fields: readonly HeaderField[]): Uint8Array {
   const out: number[] = [];
   for (const [name, value] of fields) {
     const index = STATIC_TABLE.findIndex(([n]) => n === name) + 1;
-    writeInteger(out, 0x00, 4, index);
+    writeInteger(out, NEVER_INDEXED.has(name) ? 0x10 : 0x00, 4, index);
     if (index === 0) writeString(out, name);
     writeString(out, value);
   }
