@@ -13,8 +13,13 @@ import { type Listed, ListWatch, type ListWatchOptions } from "./list_watch.ts";
 import { ABSENT, type ObjectRef, ObjectWatches, type WatchedObject } from "./object_watches.ts";
 import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
 import { failed, type SourceResult, succeeded } from "./types.ts";
-import { WatchClients } from "./watch_clients.ts";
-import { openWatch, type Watch, watchClientMaker, type WatchHandlers } from "./watch_stream.ts";
+import {
+  openWatch,
+  type Watch,
+  watchClients,
+  type WatchHandlers,
+  type WatchVia,
+} from "./watch_stream.ts";
 
 export interface ApiServerClient {
   /** GET /api/v1/pods?fieldSelector=spec.nodeName%3D<node> (all namespaces): a fresh list, a
@@ -224,7 +229,7 @@ async function getAsUser<T>(
 function watchAsUser(
   target: HttpTarget,
   creds: Credentials,
-  via: { pool?: ConnectionPool; client?: Deno.HttpClient },
+  via: WatchVia,
   path: string,
   on: WatchHandlers,
 ): Watch {
@@ -273,36 +278,19 @@ function objectWatchSeconds(watched: number): [number, number] {
 
 /** The node's pods and the objects asked for, each listed then watched. */
 function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSettings) {
-  // Over HTTP/2 where fetch can do what the kubeconfig asks: one connection for every watch.
-  // Otherwise HTTP/1.1: watches last, so their connections are their own, one per watch, kept
-  // between watches (a watch the server ended hands its connection to the next).
-  const maker = watchClientMaker(target);
-  const clients = maker && new WatchClients(maker);
+  // Over HTTP/2 where our connections can do what the kubeconfig asks: a few connections for
+  // every watch. Otherwise HTTP/1.1: watches last, so their connections are their own, one per
+  // watch, kept between watches (a watch the server ended hands its connection to the next).
+  const clients = watchClients(target);
   const pool = clients ? undefined : new ConnectionPool(Infinity);
   /** A watch of the node's pods silent past its timeout: every watch is asked again at once, on
-   *  new connections, as those they share may be dead without having said so (fetch keeps an
-   *  HTTP/2 connection, and sends no pings, until the kernel gives up on it). */
+   *  new connections, as those they share may be dead without having said so. */
   const renew = () => {
     clients?.renew();
     objects.rewatchAll();
   };
-  /** A watch over its own slot of a shared connection, freed when it ends or is closed. */
-  const watchOver = (path: string, on: WatchHandlers): Watch => {
-    const slot = clients?.take();
-    const watch = watchAsUser(target, creds, slot ? { client: slot.client } : { pool }, path, {
-      ...on,
-      ended: (failure) => {
-        slot?.free();
-        on.ended(failure);
-      },
-    });
-    return {
-      close() {
-        slot?.free();
-        watch.close();
-      },
-    };
-  };
+  const watchOver = (path: string, on: WatchHandlers): Watch =>
+    watchAsUser(target, creds, clients ? { clients } : { pool }, path, on);
   // The watches' lists have connections of their own: a thousand objects listed at once must
   // not queue a pass's own requests (its fresh list of pods above all) behind them.
   const listTarget = { ...target, connections: new ConnectionPool(API_SERVER_CONNECTIONS) };

@@ -21,6 +21,9 @@ import {
   statusFailure,
 } from "./http.ts";
 import { failed, type FailureKind, type SourceFailure } from "./types.ts";
+import type { H2Stream, H2Timers, StreamHandlers } from "./h2/connection.ts";
+import type { HeaderField } from "./h2/hpack.ts";
+import { WatchClients } from "./watch_clients.ts";
 
 export const WatchEventSchema = z.object({
   type: z.enum(["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]),
@@ -118,13 +121,14 @@ class WatchBody {
     return !this.#over();
   }
 
-  /** The connection failed before the answer's end. */
-  cut(): void {
+  /** The connection failed before the answer's end; `why`, when known. */
+  cut(why?: string): void {
     if (this.#over()) return;
     if (!this.success) return this.#notAWatch();
+    const because = why === undefined ? "" : ` (${why})`;
     this.#fail(
       "bad-response",
-      `watch stream cut short after ${this.#size} bytes: ${bodyStart(this.#pending)}`,
+      `watch stream cut short after ${this.#size} bytes${because}: ${bodyStart(this.#pending)}`,
       this.#head.status,
       "body cut short",
     );
@@ -172,42 +176,76 @@ class WatchBody {
 }
 
 /**
- * How clients for watches over fetch are made, which speak HTTP/2 when the server offers it (the
- * API server does): watches are then streams of a few connections (lib/sources/watch_clients.ts),
- * as the kubelet's are. Only where fetch can do what the kubeconfig asks: a verified server under
- * its own name, reached directly (the proxy rules are lib/sources/proxy.ts's; fetch would read the
- * variables by its own). Otherwise undefined: watches go over node:https, one HTTP/1.1 connection
- * each.
+ * The connections watches share, which speak HTTP/2 when the server offers it (the API server
+ * does): watches are then streams of a few connections (lib/sources/watch_clients.ts), as the
+ * kubelet's are. Only where our connections (and fetch, should the server not pick HTTP/2) can
+ * do what the kubeconfig asks: a verified server under its own name, reached directly (the proxy
+ * rules are lib/sources/proxy.ts's; fetch would read the variables by its own). Otherwise
+ * undefined: watches go over node:https, one HTTP/1.1 connection each.
  */
-export function watchClientMaker(target: HttpTarget): (() => Deno.HttpClient) | undefined {
+export function watchClients(
+  target: HttpTarget,
+  options: { overFetch?: boolean; timers?: H2Timers } = {},
+): WatchClients | undefined {
   const tls = target.tls;
   const direct = (target.proxy ?? { kind: "direct" }).kind === "direct";
   if (!direct || !target.baseUrl.startsWith("https:") || !tls?.verifyServer) return undefined;
   if (tls.serverName !== undefined) return undefined;
-  return () =>
-    createDirectHttpClient({
-      http2: true,
-      http1: true,
-      ...(tls.caPem !== undefined ? { caCerts: [tls.caPem] } : {}),
-      ...(tls.certPem !== undefined && tls.keyPem !== undefined
-        ? { cert: tls.certPem, key: tls.keyPem }
-        : {}),
+  const certified = tls.certPem !== undefined && tls.keyPem !== undefined
+    ? { cert: tls.certPem, key: tls.keyPem! }
+    : {};
+  const caCerts = tls.caPem !== undefined ? { caCerts: [tls.caPem] } : {};
+  const url = new URL(target.baseUrl);
+  const connect = async (): Promise<Deno.Conn | undefined> => {
+    const conn = await Deno.connectTls({
+      hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+      port: Number(url.port || 443),
+      // http/1.1 too: a server without HTTP/2 may refuse a handshake offering no protocol it has.
+      alpnProtocols: ["h2", "http/1.1"],
+      ...caCerts,
+      ...certified,
     });
+    try {
+      const { alpnProtocol } = await conn.handshake();
+      if (alpnProtocol === "h2") return conn;
+    } catch (e) {
+      conn.close();
+      throw e;
+    }
+    conn.close();
+    return undefined;
+  };
+  return new WatchClients({
+    ...(options.overFetch ? {} : { connect }),
+    makeFetch: () => createDirectHttpClient({ http2: true, http1: true, ...caCerts, ...certified }),
+    timeoutMs: target.timeoutMs,
+    ...(options.timers ? { timers: options.timers } : {}),
+  });
 }
 
-/** fetch's words for a certificate that does not verify (rustls's errors). */
-const FETCH_CERTIFICATE_ERROR = /certificate|UnknownIssuer|NotValidForName|Expired/i;
+/** How a watch reaches the server: shared connections, else node:https through a pool. */
+export interface WatchVia {
+  pool?: ConnectionPool;
+  clients?: WatchClients;
+}
+
+/** Deno's words for a certificate that does not verify (rustls's errors), from fetch or TLS. */
+const RUSTLS_CERTIFICATE_ERROR = /certificate|UnknownIssuer|NotValidForName|Expired/i;
+
+function certificateProblem(message: string): string | undefined {
+  return RUSTLS_CERTIFICATE_ERROR.test(message) ? CERTIFICATE_NOT_VERIFIED : undefined;
+}
 
 /**
- * Starts a watch of `target.baseUrl + path` (the query says `watch=true`): over `client` (fetch)
- * when given, else over node:https through `pool`. The headers must come within the target's
+ * Starts a watch of `target.baseUrl + path` (the query says `watch=true`): over `clients` when
+ * given, else over node:https through `pool`. The headers must come within the target's
  * timeout; the stream may last as long as the server keeps it.
  */
 export function openWatch(
   target: HttpTarget,
   path: string,
   bearerToken: string | undefined,
-  via: { pool?: ConnectionPool; client?: Deno.HttpClient },
+  via: WatchVia,
   on: WatchHandlers,
 ): Watch {
   const asked = describeGet(target, path);
@@ -237,8 +275,8 @@ export function openWatch(
     }
     return body;
   };
-  release = via.client
-    ? overFetch(target, path, bearerToken, via.client, started, fail, finish)
+  release = via.clients
+    ? overClients(target, path, bearerToken, via.clients, started, fail, finish)
     : overNodeHttp(target, path, bearerToken, via.pool, started, fail, finish);
   // Failed as it started, before what frees its connection was known.
   if (over) release(false);
@@ -254,6 +292,87 @@ export function openWatch(
 
 type Started = (head: ResponseHead) => WatchBody;
 type Finish = (failure?: SourceFailure, answered?: boolean) => void;
+
+/**
+ * The watch over the shared connections: a stream of ours, or fetch where the server did not
+ * pick HTTP/2; returns what ends it.
+ */
+function overClients(
+  target: HttpTarget,
+  path: string,
+  bearerToken: string | undefined,
+  clients: WatchClients,
+  started: Started,
+  fail: Fail,
+  finish: Finish,
+): (answered: boolean) => void {
+  let over = false;
+  let release: ((answered: boolean) => void) | undefined;
+  clients.place().then((placement) => {
+    if (over) {
+      return placement.kind === "fetch" ? placement.slot.free() : placement.cancel();
+    }
+    if (placement.kind === "h2") {
+      release = overStream(target, path, bearerToken, placement.open, started, fail, finish);
+    } else {
+      const { slot } = placement;
+      const ended = overFetch(target, path, bearerToken, slot.client, started, fail, finish);
+      release = (answered) => {
+        ended(answered);
+        slot.free();
+      };
+    }
+    // Failed as it started.
+    if (over) release(false);
+  }, (e) => {
+    if (over) return;
+    const message = reason(e);
+    fail("unreachable", message, undefined, certificateProblem(message));
+  });
+  return (answered) => {
+    over = true;
+    release?.(answered);
+  };
+}
+
+/** The watch as a stream of one of our HTTP/2 connections; returns what ends it. */
+function overStream(
+  target: HttpTarget,
+  path: string,
+  bearerToken: string | undefined,
+  open: (fields: readonly HeaderField[], on: StreamHandlers) => H2Stream,
+  started: Started,
+  fail: Fail,
+  finish: Finish,
+): (answered: boolean) => void {
+  const url = new URL(target.baseUrl);
+  const fields: HeaderField[] = [
+    [":method", "GET"],
+    [":scheme", "https"],
+    [":authority", url.host],
+    [":path", `${url.pathname.replace(/\/+$/, "")}${path}`],
+    ["accept", "application/json"],
+    ["user-agent", "ckpt-agent"],
+    ...(bearerToken !== undefined
+      ? [["authorization", `Bearer ${bearerToken}`] as HeaderField]
+      : []),
+  ];
+  let body: WatchBody | undefined;
+  const stream = open(fields, {
+    response: (status, headers) => {
+      const contentType = headers.find(([name]) => name === "content-type")?.[1] ?? "none";
+      body = started({ status, contentType });
+    },
+    data: (bytes) => body?.chunk(bytes),
+    end: () => {
+      if (body?.end()) finish(undefined, true);
+    },
+    failed: (error) => body ? body.cut(error.message) : fail("unreachable", error.message),
+  });
+  return (answered) => {
+    if (!answered) stream.cancel();
+  };
+}
 
 /** The watch over node:https; returns what frees its connection. */
 function overNodeHttp(
@@ -350,8 +469,7 @@ function overFetch(
   }, (e) => {
     if (abort.signal.aborted) return;
     const message = reason(e);
-    const problem = FETCH_CERTIFICATE_ERROR.test(message) ? CERTIFICATE_NOT_VERIFIED : undefined;
-    fail("unreachable", message, undefined, problem);
+    fail("unreachable", message, undefined, certificateProblem(message));
   });
   return (answered) => {
     if (!answered) abort.abort();

@@ -1,5 +1,5 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { WatchClients, WATCHES_PER_CONNECTION } from "../../lib/sources/watch_clients.ts";
+import { FetchClients, WATCHES_PER_CONNECTION } from "../../lib/sources/watch_clients.ts";
 
 /** Real clients (no connection is made until one is used), each remembered with its state. */
 function clientsMade() {
@@ -19,10 +19,10 @@ function clientsMade() {
   return { made, make, cleanup };
 }
 
-Deno.test("watches fill a connection up to its share, then take another", () => {
+Deno.test("over fetch, watches fill a client up to its share, then take another", () => {
   const { made, make, cleanup } = clientsMade();
   try {
-    const clients = new WatchClients(make, 3);
+    const clients = new FetchClients(make, 3);
     const slots = Array.from({ length: 7 }, () => clients.take());
     assertEquals(clients.size, 3);
     assertEquals(slots.map((s) => made.findIndex((m) => m.client === s.client)), [
@@ -42,7 +42,7 @@ Deno.test("watches fill a connection up to its share, then take another", () => 
 Deno.test("a connection left without watches closes, but the first; a slot frees once", () => {
   const { made, make, cleanup } = clientsMade();
   try {
-    const clients = new WatchClients(make, 2);
+    const clients = new FetchClients(make, 2);
     const [a, b, c, d] = Array.from({ length: 4 }, () => clients.take());
     c.free();
     c.free(); // once only: d keeps its place
@@ -65,7 +65,7 @@ Deno.test("a connection left without watches closes, but the first; a slot frees
 Deno.test("renew drops every connection; watches asked again get new ones", () => {
   const { made, make, cleanup } = clientsMade();
   try {
-    const clients = new WatchClients(make, 2);
+    const clients = new FetchClients(make, 2);
     const old = [clients.take(), clients.take(), clients.take()];
     clients.renew();
     assert(made.every((m) => m.closed));
