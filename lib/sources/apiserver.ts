@@ -9,7 +9,7 @@ import { type Pod, PodSchema } from "../core/pod.ts";
 import { API_BACK, API_LOST, type ChangeFanout } from "./changes.ts";
 import { ConnectionPool, getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
-import { type Listed, ListWatch, type ListWatchOptions } from "./list_watch.ts";
+import { type Listed, ListWatch, type ListWatchOptions, versionOf } from "./list_watch.ts";
 import { ABSENT, type ObjectRef, ObjectWatches, type WatchedObject } from "./object_watches.ts";
 import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
 import { failed, type SourceResult, succeeded } from "./types.ts";
@@ -132,11 +132,35 @@ function configMapFiles(configMap: ConfigMapFields): Record<string, Uint8Array> 
   return files;
 }
 
+/** A secret or configmap as a GET gives it: its files, and its resourceVersion if it has one. */
+interface Fetched {
+  files: Record<string, Uint8Array>;
+  version: string | undefined;
+}
+
 const SecretSchema = z.looseObject({ kind: z.literal("Secret"), ...SECRET_FIELDS })
-  .transform(secretFiles);
+  .transform((secret): Fetched => ({ files: secretFiles(secret), version: versionOf(secret) }));
 
 const ConfigMapSchema = z.looseObject({ kind: z.literal("ConfigMap"), ...CONFIGMAP_FIELDS })
-  .transform(configMapFiles);
+  .transform((configMap): Fetched => ({
+    files: configMapFiles(configMap),
+    version: versionOf(configMap),
+  }));
+
+/** An etcd revision as the API server writes it. */
+const REVISION = /^[1-9][0-9]{0,18}$/;
+
+/**
+ * The later of two resource versions when both are etcd revisions, else `version`. Every kind
+ * kept in one etcd shares its one sequence of revisions, so a version heard on the pods' watch
+ * before a GET is one the GET's read is at least as new as. A watch from a version the API
+ * server's cache no longer holds is refused (410, then a list): an object unchanged for long
+ * has an old version, and the pods' recent one spares it that.
+ */
+function laterVersion(version: string, other: string | undefined): string {
+  if (other === undefined || !REVISION.test(version) || !REVISION.test(other)) return version;
+  return BigInt(other) > BigInt(version) ? other : version;
+}
 
 /** A secret's or configmap's name and version, as an item of a list or an event carries them. */
 const WatchedMetaSchema = z.looseObject({ name: z.string(), resourceVersion: z.string().min(1) });
@@ -342,9 +366,10 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     changed: () => changes.emit("pod changed"),
     reachability: (state) => changes.emit(state === "lost" ? API_LOST : API_BACK),
   });
-  const objects: ObjectWatches = new ObjectWatches((ref) => {
+  const objects: ObjectWatches = new ObjectWatches((ref, seed) => {
     const kind = WATCHED[ref.kind];
     return listWatch(objectCollectionPath(ref), kind.list, {
+      ...(seed ? { seed } : {}),
       item: kind.parse,
       key: objectName,
       timeoutSeconds: (): number =>
@@ -375,33 +400,46 @@ export function createApiServerClient(
   const get = <T>(path: string, schema: z.ZodType<T>) => getAsUser(target, creds, { path, schema });
   const watches = watching ? startWatches(target, creds, watching) : undefined;
 
-  function getObject(
+  async function getObject(
     ref: ObjectRef,
-    schema: z.ZodType<Record<string, Uint8Array>>,
+    schema: z.ZodType<Fetched>,
   ): Promise<SourceResult<Record<string, Uint8Array>>> {
     const { namespace, name } = ref;
     const resource = WATCHED[ref.kind].resource;
     if (!isValidNamespace(namespace) || !isValidObjectName(name)) {
       // Such an object cannot exist, and its name must not reach a URL.
-      return Promise.resolve(
-        failed(
-          "apiserver",
-          "not-found",
-          `${resource} ${JSON.stringify(`${namespace}/${name}`)}: invalid name`,
-        ),
+      return failed(
+        "apiserver",
+        "not-found",
+        `${resource} ${JSON.stringify(`${namespace}/${name}`)}: invalid name`,
       );
     }
     const known = watches?.objects.files(ref);
     if (known === ABSENT) {
-      return Promise.resolve(
-        failed("apiserver", "not-found", `${resource} "${namespace}/${name}" not found (watched)`),
+      return failed(
+        "apiserver",
+        "not-found",
+        `${resource} "${namespace}/${name}" not found (watched)`,
       );
     }
-    if (known !== undefined) return Promise.resolve(succeeded(known));
+    if (known !== undefined) return succeeded(known);
     const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${resource}/${
       encodeURIComponent(name)
     }`;
-    return get(path, schema);
+    // Heard before the GET is sent: the GET reads at this version or a later one.
+    const before = watches?.pods.version();
+    const got = await get(path, schema);
+    if (!got.ok) {
+      if (got.failure.kind === "not-found" && before !== undefined) {
+        watches?.objects.fetched(ref, null, before);
+      }
+      return got;
+    }
+    const { files, version } = got.value;
+    if (version !== undefined) {
+      watches?.objects.fetched(ref, { name, version, files }, laterVersion(version, before));
+    }
+    return succeeded(files);
   }
 
   const client: ApiServerClient = {

@@ -26,6 +26,13 @@ export interface Listed<T> {
 export interface ListWatchOptions<T> {
   /** Lists the collection (a plain GET: a quorum read). */
   list(): Promise<SourceResult<Listed<T>>>;
+  /**
+   * What the collection held at `resourceVersion`, known otherwise (a GET of its one object):
+   * the first watch starts from there, without a list. A watch from a version delivers every
+   * change after it, so the items need only be what the collection held at some version not
+   * older than this one; a version the server no longer keeps (410) lists, as ever.
+   */
+  seed?: Listed<T>;
   /** Watches the collection from `resourceVersion`, for `timeoutSeconds`, with bookmarks. */
   watch(resourceVersion: string, timeoutSeconds: number, on: WatchHandlers): Watch;
   /** An object of an event as an item; undefined when it is not one. */
@@ -86,7 +93,8 @@ function isRefusal(failure: SourceFailure): boolean {
   return failure.kind === "forbidden" || failure.status === 405;
 }
 
-function versionOf(object: Record<string, unknown>): string | undefined {
+/** An object's metadata.resourceVersion, if it has one. */
+export function versionOf(object: Record<string, unknown>): string | undefined {
   const version = (object.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
   return typeof version === "string" && version !== "" ? version : undefined;
 }
@@ -111,6 +119,12 @@ export class ListWatch<T> {
   /** The items, while listed and followed; undefined when only the server can tell. */
   items(): T[] | undefined {
     return this.#usable ? [...this.#items.values()] : undefined;
+  }
+
+  /** The last version heard from the server (a list's, an event's, a bookmark's), in sync or
+   *  not; undefined before any. */
+  version(): string | undefined {
+    return this.#version === "" ? undefined : this.#version;
   }
 
   /** One item by key, on the same terms; null: followed, and there is none. */
@@ -157,6 +171,13 @@ export class ListWatch<T> {
     let failures = 0;
     let mustList = true;
     let listedAt = 0;
+    const seed = this.#opts.seed;
+    if (seed) {
+      this.#replace(seed.items);
+      this.#version = seed.resourceVersion;
+      listedAt = Date.now();
+      mustList = false;
+    }
     while (!this.#stopped) {
       if (mustList) {
         const listed = await this.#opts.list();
