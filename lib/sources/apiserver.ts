@@ -354,6 +354,8 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
       ...rest,
     });
   }
+  /** Set while the pods' watch says the API server is lost; resolved when it is back. */
+  let lost: PromiseWithResolvers<void> | undefined;
   const pods = listWatch(nodePodsPath(settings.nodeName), VersionedPodListSchema, {
     item: podOfEvent,
     key: podKey,
@@ -364,7 +366,14 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     workedAfterMs: 1_000,
     silent: renew,
     changed: () => changes.emit("pod changed"),
-    reachability: (state) => changes.emit(state === "lost" ? API_LOST : API_BACK),
+    reachability: (state) => {
+      if (state === "lost") lost ??= Promise.withResolvers();
+      else {
+        lost?.resolve();
+        lost = undefined;
+      }
+      changes.emit(state === "lost" ? API_LOST : API_BACK);
+    },
   });
   const objects: ObjectWatches = new ObjectWatches((ref, seed) => {
     const kind = WATCHED[ref.kind];
@@ -374,6 +383,13 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
       key: objectName,
       timeoutSeconds: (): number =>
         pick(settings.objectWatchSeconds ?? objectWatchSeconds(objects.size)),
+      // The pods' watch tells whether the API server is there: while it says lost, the
+      // objects' watches wait for its return rather than each trying on its own, thousands of
+      // requests on the main thread while the pass that activates the copies runs. Their first
+      // retry waits a little, as client-go's reflector's does (0.8 to 1.6 s), so that a loss
+      // the pods' watch has not told yet holds them too.
+      unreachable: () => lost?.promise,
+      firstRetryMs: () => pick([800, 1600]),
       changed: () => changes.emit(`${ref.kind === "secret" ? "secret" : "configmap"} changed`),
     });
   });

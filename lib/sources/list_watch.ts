@@ -53,6 +53,16 @@ export interface ListWatchOptions<T> {
   workedAfterMs?: number;
   /** After a 403 or 405 (watches refused), the next try this much later. */
   retryRefusedMs: number;
+  /**
+   * Before a watch or list is tried again after a failure, what it waits for besides its
+   * back-off: a promise while the server is known to be unreachable (resolved once it is back),
+   * else undefined. Unset: the back-off alone. Thousands of watches that fail together (the
+   * server gone) then try again together once, when it is back, instead of each on its own
+   * back-off meanwhile.
+   */
+  unreachable?(): Promise<void> | undefined;
+  /** The first retry after a failure (the back-off's first step); default at once. */
+  firstRetryMs?(): number;
   /** A watch was taken for broken because it stayed silent past its timeout: the connection
    *  under it may be dead without having said so. */
   silent?(): void;
@@ -188,7 +198,7 @@ export class ListWatch<T> {
             await this.#refusal();
           } else {
             this.#setUsable(false, listed.failure);
-            await this.#wait(backoffMs(Math.max(failures, 2)));
+            await this.#retryWait(Math.max(failures, 2));
           }
           continue;
         }
@@ -228,9 +238,26 @@ export class ListWatch<T> {
           // followed until a list succeeds again.
           this.#setUsable(false, end.failure);
           if (failures > 1) mustList = true;
-          await this.#wait(backoffMs(failures));
+          await this.#retryWait(failures);
       }
     }
+  }
+
+  /** The wait before the next try after `failures` failures in a row: the back-off, and then
+   *  the server's return if it is known to be unreachable. */
+  async #retryWait(failures: number) {
+    const first = this.#opts.firstRetryMs;
+    await this.#wait(failures <= 1 && first ? first() : backoffMs(failures));
+    const unreachable = this.#opts.unreachable?.();
+    if (unreachable && !this.#stopped) await this.#until(unreachable);
+  }
+
+  /** Waits for `promise`, or until interrupted (closed, or asked to watch again). */
+  #until(promise: Promise<void>): Promise<void> {
+    return new Promise((resolve) => {
+      this.#interrupt = resolve;
+      void promise.then(() => resolve());
+    });
   }
 
   /** Watches refused (403, 405): the caller asks with plain requests until the next try. */

@@ -501,6 +501,39 @@ for (const transport of TRANSPORTS) {
     }, { watch: { retryRefusedMs: 600_000 } });
   });
 
+  Deno.test(`while the pods' watch says the API server is lost, the objects' watches wait for its return, then resume without a list (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told }) => {
+      const refs = Array.from({ length: 5 }, (_, i) => {
+        server.setSecret("kube-system", `secret-${i}`, { key: `value-${i}` });
+        return { kind: "secret", namespace: "kube-system", name: `secret-${i}` } as const;
+      });
+      client.watchObjects?.(refs);
+      await until("every watch open", () => server.watchesOpen() === 6);
+      await until("in sync", () => refs.every((ref) => client.objectVersion?.(ref) !== undefined));
+      const objectRequests = () =>
+        server.requests.filter((r) => r.target.includes("/secrets?")).length;
+      const objectLists = () =>
+        server.requests.filter((r) => r.target.includes("/secrets?") && !r.target.includes("watch"))
+          .length;
+      const listsBefore = objectLists();
+      const requestsBefore = objectRequests();
+      server.setFault("server-error");
+      server.closeWatches("drop");
+      await until("the API server is lost", () => told.includes("apiserver lost"));
+      // Long enough for each object's own back-off to have tried several times.
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      assert(
+        objectRequests() - requestsBefore <= refs.length,
+        `${objectRequests() - requestsBefore} object requests while lost`,
+      );
+      server.setFault("none");
+      await until("the API server is back", () => told.includes("apiserver back"));
+      await until("every watch open again", () => server.watchesOpen() === 6);
+      await until("in sync", () => refs.every((ref) => client.objectVersion?.(ref) !== undefined));
+      assertEquals(objectLists(), listsBefore);
+    });
+  });
+
   Deno.test(`connections: one for every watch over HTTP/2, one per watch over HTTP/1.1 (${transport})`, async () => {
     await withWatchingClient(transport, async ({ server, client }) => {
       const refs = Array.from({ length: 5 }, (_, i) => {
