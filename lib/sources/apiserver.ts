@@ -295,6 +295,45 @@ function objectWatchSeconds(watched: number): [number, number] {
   return [min, 2 * min];
 }
 
+/**
+ * Object watches asked and not answered yet, at most: thousands asked at once (the first pass's
+ * objects, or a return after an outage) would each wait their headers' timeout behind the
+ * others on a slow server, fail together, and close their connections under the server.
+ */
+const OBJECT_WATCHES_OPENING = 64;
+
+/** Runs what is given at most `limit` at a time, first given first run. */
+class Opening {
+  #free: number;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(limit: number) {
+    this.#free = limit;
+  }
+
+  /** Runs `start` when a place is free; `start` is given what frees it (idempotent). Returns
+   *  what cancels it before it runs, or frees its place after. */
+  enter(start: (leave: () => void) => void): () => void {
+    let state: "waiting" | "in" | "out" = "waiting";
+    const leave = () => {
+      if (state === "in") {
+        this.#free++;
+        while (this.#free > 0 && this.#waiting.length > 0) this.#waiting.shift()!();
+      }
+      state = "out";
+    };
+    const run = () => {
+      if (state !== "waiting") return;
+      state = "in";
+      this.#free--;
+      start(leave);
+    };
+    if (this.#free > 0) run();
+    else this.#waiting.push(run);
+    return leave;
+  }
+}
+
 /** The node's pods and the objects asked for, each listed then watched. */
 function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSettings) {
   // Over HTTP/2 where fetch can do what the kubeconfig asks: one connection for every watch.
@@ -327,6 +366,30 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
       },
     };
   };
+  const opening = new Opening(OBJECT_WATCHES_OPENING);
+  /** An object's watch, asked once fewer than OBJECT_WATCHES_OPENING wait for their answer. */
+  const objectWatchOver = (path: string, on: WatchHandlers): Watch => {
+    let watch: Watch | undefined;
+    const leave = opening.enter((leave) => {
+      watch = watchOver(path, {
+        ...on,
+        opened: () => {
+          leave();
+          on.opened();
+        },
+        ended: (failure) => {
+          leave();
+          on.ended(failure);
+        },
+      });
+    });
+    return {
+      close() {
+        leave();
+        watch?.close();
+      },
+    };
+  };
   // The watches' lists have connections of their own: a thousand objects listed at once must
   // not queue a pass's own requests (its fresh list of pods above all) behind them.
   const listTarget = { ...target, connections: new ConnectionPool(API_SERVER_CONNECTIONS) };
@@ -336,6 +399,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   function listWatch<T>(
     collection: string,
     list: z.ZodType<Listed<T>>,
+    over: typeof watchOver,
     rest:
       & Pick<ListWatchOptions<T>, "item" | "key" | "timeoutSeconds" | "changed">
       & Partial<ListWatchOptions<T>>,
@@ -343,7 +407,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     return new ListWatch<T>({
       list: () => getAsUser(listTarget, creds, { path: collection, schema: list }),
       watch: (version, timeoutSeconds, on) =>
-        watchOver(
+        over(
           `${collection}&watch=true&allowWatchBookmarks=true&resourceVersion=${
             encodeURIComponent(version)
           }&timeoutSeconds=${timeoutSeconds}`,
@@ -356,7 +420,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   }
   /** Set while the pods' watch says the API server is lost; resolved when it is back. */
   let lost: PromiseWithResolvers<void> | undefined;
-  const pods = listWatch(nodePodsPath(settings.nodeName), VersionedPodListSchema, {
+  const pods = listWatch(nodePodsPath(settings.nodeName), VersionedPodListSchema, watchOver, {
     item: podOfEvent,
     key: podKey,
     // client-go's reflector: its minimum watch timeout (5 min) times 1 to 2.
@@ -377,7 +441,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   });
   const objects: ObjectWatches = new ObjectWatches((ref, seed) => {
     const kind = WATCHED[ref.kind];
-    return listWatch(objectCollectionPath(ref), kind.list, {
+    return listWatch(objectCollectionPath(ref), kind.list, objectWatchOver, {
       ...(seed ? { seed } : {}),
       item: kind.parse,
       key: objectName,

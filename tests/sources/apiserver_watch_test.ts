@@ -534,6 +534,25 @@ for (const transport of TRANSPORTS) {
     });
   });
 
+  Deno.test(`object watches asked at once are asked 64 at a time until answered (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("the pods in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const refs = Array.from({ length: 100 }, (_, i) => {
+        server.setSecret("kube-system", `secret-${i}`, { key: `value-${i}` });
+        return { kind: "secret", namespace: "kube-system", name: `secret-${i}` } as const;
+      });
+      // Fetched first, so that each is watched from its GET, without a list.
+      for (const ref of refs) await client.getSecret(ref.namespace, ref.name);
+      // No answer at all: none of them is answered, so no more than 64 are ever asked.
+      server.setFault("hang");
+      client.watchObjects?.(refs);
+      const asked = () => server.requests.filter((r) => r.target.includes("/secrets?")).length;
+      await until("64 asked", () => asked() >= 64);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      assertEquals(asked(), 64);
+    });
+  });
+
   Deno.test(`connections: one for every watch over HTTP/2, one per watch over HTTP/1.1 (${transport})`, async () => {
     await withWatchingClient(transport, async ({ server, client }) => {
       const refs = Array.from({ length: 5 }, (_, i) => {
