@@ -163,10 +163,27 @@ export interface RestFigures {
   memory: MemorySample;
 }
 
+/** The watches' set-up after the first pass, watched through the settle. */
+export interface SetupFigures {
+  /** From the first pass's end until every watch (the pods' and each object's) was open;
+   *  undefined if they were not all open by the end of the settle. */
+  watchesOpenSeconds: number | undefined;
+  watchesWanted: number;
+  /** API requests per minute in the first SETUP_WINDOW_S seconds after the first pass (or the
+   *  settle, if shorter), and those requests by verb. */
+  windowSeconds: number;
+  apiRequestsPerMinute: number;
+  byVerb: { list: number; get: number; watch: number; other: number };
+}
+
+/** The window after the first pass in which the set-up's requests are counted. */
+const SETUP_WINDOW_S = 120;
+
 export interface DaemonFigures {
   parents: number;
   /** From the spawn of the process until every parent's checkpoint manifest is on disk. */
   firstPassSeconds: number;
+  setup: SetupFigures;
   rest: RestFigures;
   /** Each round's time, undefined where the bench gave up. */
   secretToFileSeconds: (number | undefined)[];
@@ -188,7 +205,8 @@ export interface DaemonFigures {
 
 /** The daemon with `n` parents, measured as the top of this file says. */
 export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<DaemonFigures> {
-  const node = await SimNode.start({ cluster: manyParents("cp-1", n) });
+  const cluster = manyParents("cp-1", n);
+  const node = await SimNode.start({ cluster });
   try {
     const config = node.config({ pollIntervalMs: POLL_INTERVAL_MS });
     const configFile = await node.writeConfigFile({ pollIntervalMs: POLL_INTERVAL_MS });
@@ -218,7 +236,12 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
       }
       const firstPassSeconds = (performance.now() - spawnedAt) / 1000;
       const firstPass = memory.phase();
-      await sleep(opts.settleSeconds * 1000);
+      // Every object the parents use and the node's pods: each one watch.
+      const setup = await settle(
+        node,
+        cluster.secrets.length + cluster.configMaps.length + 1,
+        opts.settleSeconds,
+      );
       memory.phase();
 
       const rest = await atRest(node, child.pid, opts.restSeconds, memory);
@@ -264,6 +287,7 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
       return {
         parents: n,
         firstPassSeconds,
+        setup,
         rest,
         secretToFileSeconds,
         apiLoss,
@@ -277,6 +301,40 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
   } finally {
     await node.close();
   }
+}
+
+/** The settle after the first pass, measuring the watches' set-up in it. */
+async function settle(node: SimNode, wanted: number, seconds: number): Promise<SetupFigures> {
+  const api = node.apiServer;
+  const start = performance.now(), requestsBefore = api.requests.length;
+  const verbsBefore = api.requestsByVerb();
+  const windowS = Math.min(SETUP_WINDOW_S, seconds);
+  let requestsInWindow: number | undefined;
+  let verbsInWindow = verbsBefore;
+  let watchesOpenSeconds: number | undefined;
+  for (;;) {
+    const elapsedS = (performance.now() - start) / 1000;
+    if (watchesOpenSeconds === undefined && (watchesOpen(api) ?? 0) >= wanted) {
+      watchesOpenSeconds = elapsedS;
+    }
+    if (requestsInWindow === undefined && elapsedS >= windowS) {
+      requestsInWindow = api.requests.length - requestsBefore;
+      verbsInWindow = api.requestsByVerb();
+    }
+    if (elapsedS >= seconds) break;
+    await sleep(SAMPLE_MS);
+  }
+  const byVerb = { ...verbsInWindow };
+  for (const verb of Object.keys(byVerb) as (keyof typeof byVerb)[]) {
+    byVerb[verb] -= verbsBefore[verb];
+  }
+  return {
+    watchesOpenSeconds,
+    watchesWanted: wanted,
+    windowSeconds: windowS,
+    apiRequestsPerMinute: (requestsInWindow ?? 0) / (windowS / 60),
+    byVerb,
+  };
 }
 
 /** CPU and requests over `seconds` in which nothing changes on the node. */

@@ -338,6 +338,14 @@ function daemonVerdicts(d: DaemonFigures): Verdict[] {
     ` (rounds: ${d.secretToFileSeconds.map(seconds).join(", ")})`,
   ];
   verdicts.forEach((v, i) => console.log(`  ${verdictLine(v, details[i])}`));
+  const { setup } = d;
+  console.log(
+    `  watches' set-up after the first pass: all ${setup.watchesWanted} open after ${
+      seconds(setup.watchesOpenSeconds)
+    }; API requests in the first ${setup.windowSeconds} s: ${
+      setup.apiRequestsPerMinute.toFixed(0)
+    }/min (${Object.entries(setup.byVerb).map(([verb, count]) => `${verb} ${count}`).join(", ")})`,
+  );
   return verdicts;
 }
 

@@ -144,16 +144,22 @@ export async function atomicWrite(
 }
 
 /**
- * Finishes `temp` with `prepare`, renames it over `path` and fsyncs the directory; when anything
- * fails before the rename, `temp` is removed, so no failure (a full disk) leaves one behind.
+ * Finishes `temp` with `prepare`, renames it over `path` and fsyncs the directory (unless
+ * `syncDirectory` is false: the caller fsyncs it once for many); when anything fails before the
+ * rename, `temp` is removed, so no failure (a full disk) leaves one behind.
  */
-async function renameOver(temp: string, path: string, prepare: () => Promise<void>) {
+async function renameOver(
+  temp: string,
+  path: string,
+  prepare: () => Promise<void>,
+  syncDirectory = true,
+) {
   let renamed = false;
   try {
     await prepare();
     await Deno.rename(temp, path);
     renamed = true;
-    await syncDir(dirname(path));
+    if (syncDirectory) await syncDir(dirname(path));
   } finally {
     if (!renamed) await Deno.remove(temp).catch(() => {});
   }
@@ -168,12 +174,14 @@ const NO_LINK_CODES = new Set(["EXDEV", "EPERM", "EOPNOTSUPP", "ENOTSUP", "EMLIN
  * ignores it), renamed over `target`, then the directory fsynced. A link takes no data blocks,
  * so this works on a completely full file system. Where no link can be made (`source` on
  * another file system, or one without hard links) the content is copied by atomicWrite with
- * `opts`, which needs the space.
+ * `opts`, which needs the space. `syncDirectory: false`: a link is durable only once the caller
+ * has fsynced the target's directory (a copy is durable at once).
  */
 export async function atomicLink(
   source: string,
   target: string,
   opts: WriteOptions,
+  syncDirectory = true,
 ): Promise<"linked" | "copied"> {
   const temp = tempPathFor(target);
   try {
@@ -183,7 +191,7 @@ export async function atomicLink(
     await atomicWrite(target, await Deno.readFile(source), opts);
     return "copied";
   }
-  await renameOver(temp, target, () => Promise.resolve());
+  await renameOver(temp, target, () => Promise.resolve(), syncDirectory);
   return "linked";
 }
 

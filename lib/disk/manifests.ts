@@ -254,11 +254,15 @@ async function isActive(active: string, inactive: string, source: Deno.FileInfo)
  * place, so both keep the MANIFEST_MODE root-owned file atomicWrite made; withdrawing unlinks the active
  * name only. Linking and unlinking change the inode's ctime, so the inactive manifest is read
  * again once by the caches that key on its stat (verified_files.ts).
+ *
+ * `syncDirectory: false`: a link is durable only once the caller has fsynced the static-pod dir
+ * (converge.ts does, once for every checkpoint it starts).
  */
 export async function activateCheckpoint(
   paths: CheckpointTrees,
   id: string,
   file: string,
+  syncDirectory = true,
 ): Promise<WriteOutcome | "no-inactive-manifest"> {
   const { inactiveManifest, activeManifest } = checkpointPaths(paths, id, file);
   const source = await lstatOrUndefined(inactiveManifest);
@@ -268,7 +272,7 @@ export async function activateCheckpoint(
   await assertOursOrAbsent(activeManifest, id);
   await intoDir(
     paths.staticPodDir,
-    () => atomicLink(inactiveManifest, activeManifest, { mode: MANIFEST_MODE }),
+    () => atomicLink(inactiveManifest, activeManifest, { mode: MANIFEST_MODE }, syncDirectory),
   );
   return "written";
 }

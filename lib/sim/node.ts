@@ -276,11 +276,16 @@ export class SimNode {
   async loseControlPlane(how: ApiOutage = "down") {
     this.#model.powerCut(this.clock.now());
     this.#api = how;
-    if (how === "down") await this.apiServer.stopListening();
-    else this.apiServer.setFault("server-error");
+    // The port closes and every connection is cut at once; the server's own teardown (a
+    // second or more with thousands of watches) is waited for only once the runtime and the
+    // kubelet show what the cut left: a power cut stops the pods as it stops the API server,
+    // and the runtime does not wait for this process to finish closing its server.
+    const stopped = how === "down" ? this.apiServer.stopListening() : undefined;
+    if (how !== "down") this.apiServer.setFault("server-error");
     // Without the API server the kubelet cannot authorize requests to its secure port.
     this.kubelet.secure.setFault("forbidden");
     await this.sync();
+    await stopped;
   }
 
   /** The API server answers again: the kubelet lists the pods bound to the node and runs them. */

@@ -9,7 +9,7 @@ import { type Pod, PodSchema } from "../core/pod.ts";
 import { API_BACK, API_LOST, type ChangeFanout } from "./changes.ts";
 import { ConnectionPool, getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
-import { type Listed, ListWatch, type ListWatchOptions } from "./list_watch.ts";
+import { type Listed, ListWatch, type ListWatchOptions, versionOf } from "./list_watch.ts";
 import { ABSENT, type ObjectRef, ObjectWatches, type WatchedObject } from "./object_watches.ts";
 import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
 import { failed, type SourceResult, succeeded } from "./types.ts";
@@ -137,11 +137,35 @@ function configMapFiles(configMap: ConfigMapFields): Record<string, Uint8Array> 
   return files;
 }
 
+/** A secret or configmap as a GET gives it: its files, and its resourceVersion if it has one. */
+interface Fetched {
+  files: Record<string, Uint8Array>;
+  version: string | undefined;
+}
+
 const SecretSchema = z.looseObject({ kind: z.literal("Secret"), ...SECRET_FIELDS })
-  .transform(secretFiles);
+  .transform((secret): Fetched => ({ files: secretFiles(secret), version: versionOf(secret) }));
 
 const ConfigMapSchema = z.looseObject({ kind: z.literal("ConfigMap"), ...CONFIGMAP_FIELDS })
-  .transform(configMapFiles);
+  .transform((configMap): Fetched => ({
+    files: configMapFiles(configMap),
+    version: versionOf(configMap),
+  }));
+
+/** An etcd revision as the API server writes it. */
+const REVISION = /^[1-9][0-9]{0,18}$/;
+
+/**
+ * The later of two resource versions when both are etcd revisions, else `version`. Every kind
+ * kept in one etcd shares its one sequence of revisions, so a version heard on the pods' watch
+ * before a GET is one the GET's read is at least as new as. A watch from a version the API
+ * server's cache no longer holds is refused (410, then a list): an object unchanged for long
+ * has an old version, and the pods' recent one spares it that.
+ */
+function laterVersion(version: string, other: string | undefined): string {
+  if (other === undefined || !REVISION.test(version) || !REVISION.test(other)) return version;
+  return BigInt(other) > BigInt(version) ? other : version;
+}
 
 /** A secret's or configmap's name and version, as an item of a list or an event carries them. */
 const WatchedMetaSchema = z.looseObject({ name: z.string(), resourceVersion: z.string().min(1) });
@@ -276,6 +300,45 @@ function objectWatchSeconds(watched: number): [number, number] {
   return [min, 2 * min];
 }
 
+/**
+ * Object watches asked and not answered yet, at most: thousands asked at once (the first pass's
+ * objects, or a return after an outage) would each wait their headers' timeout behind the
+ * others on a slow server, fail together, and close their connections under the server.
+ */
+const OBJECT_WATCHES_OPENING = 64;
+
+/** Runs what is given at most `limit` at a time, first given first run. */
+class Opening {
+  #free: number;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(limit: number) {
+    this.#free = limit;
+  }
+
+  /** Runs `start` when a place is free; `start` is given what frees it (idempotent). Returns
+   *  what cancels it before it runs, or frees its place after. */
+  enter(start: (leave: () => void) => void): () => void {
+    let state: "waiting" | "in" | "out" = "waiting";
+    const leave = () => {
+      if (state === "in") {
+        this.#free++;
+        while (this.#free > 0 && this.#waiting.length > 0) this.#waiting.shift()!();
+      }
+      state = "out";
+    };
+    const run = () => {
+      if (state !== "waiting") return;
+      state = "in";
+      this.#free--;
+      start(leave);
+    };
+    if (this.#free > 0) run();
+    else this.#waiting.push(run);
+    return leave;
+  }
+}
+
 /** The node's pods and the objects asked for, each listed then watched. */
 function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSettings) {
   // Over HTTP/2 where our connections can do what the kubeconfig asks: a few connections for
@@ -291,6 +354,30 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   };
   const watchOver = (path: string, on: WatchHandlers): Watch =>
     watchAsUser(target, creds, clients ? { clients } : { pool }, path, on);
+  const opening = new Opening(OBJECT_WATCHES_OPENING);
+  /** An object's watch, asked once fewer than OBJECT_WATCHES_OPENING wait for their answer. */
+  const objectWatchOver = (path: string, on: WatchHandlers): Watch => {
+    let watch: Watch | undefined;
+    const leave = opening.enter((leave) => {
+      watch = watchOver(path, {
+        ...on,
+        opened: () => {
+          leave();
+          on.opened();
+        },
+        ended: (failure) => {
+          leave();
+          on.ended(failure);
+        },
+      });
+    });
+    return {
+      close() {
+        leave();
+        watch?.close();
+      },
+    };
+  };
   // The watches' lists have connections of their own: a thousand objects listed at once must
   // not queue a pass's own requests (its fresh list of pods above all) behind them.
   const listTarget = { ...target, connections: new ConnectionPool(API_SERVER_CONNECTIONS) };
@@ -300,6 +387,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   function listWatch<T>(
     collection: string,
     list: z.ZodType<Listed<T>>,
+    over: typeof watchOver,
     rest:
       & Pick<ListWatchOptions<T>, "item" | "key" | "timeoutSeconds" | "changed">
       & Partial<ListWatchOptions<T>>,
@@ -307,7 +395,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     return new ListWatch<T>({
       list: () => getAsUser(listTarget, creds, { path: collection, schema: list }),
       watch: (version, timeoutSeconds, on) =>
-        watchOver(
+        over(
           `${collection}&watch=true&allowWatchBookmarks=true&resourceVersion=${
             encodeURIComponent(version)
           }&timeoutSeconds=${timeoutSeconds}`,
@@ -318,7 +406,9 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
       ...rest,
     });
   }
-  const pods = listWatch(nodePodsPath(settings.nodeName), VersionedPodListSchema, {
+  /** Set while the pods' watch says the API server is lost; resolved when it is back. */
+  let lost: PromiseWithResolvers<void> | undefined;
+  const pods = listWatch(nodePodsPath(settings.nodeName), VersionedPodListSchema, watchOver, {
     item: podOfEvent,
     key: podKey,
     // client-go's reflector: its minimum watch timeout (5 min) times 1 to 2.
@@ -328,15 +418,30 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     workedAfterMs: 1_000,
     silent: renew,
     changed: () => changes.emit("pod changed"),
-    reachability: (state) => changes.emit(state === "lost" ? API_LOST : API_BACK),
+    reachability: (state) => {
+      if (state === "lost") lost ??= Promise.withResolvers();
+      else {
+        lost?.resolve();
+        lost = undefined;
+      }
+      changes.emit(state === "lost" ? API_LOST : API_BACK);
+    },
   });
-  const objects: ObjectWatches = new ObjectWatches((ref) => {
+  const objects: ObjectWatches = new ObjectWatches((ref, seed) => {
     const kind = WATCHED[ref.kind];
-    return listWatch(objectCollectionPath(ref), kind.list, {
+    return listWatch(objectCollectionPath(ref), kind.list, objectWatchOver, {
+      ...(seed ? { seed } : {}),
       item: kind.parse,
       key: objectName,
       timeoutSeconds: (): number =>
         pick(settings.objectWatchSeconds ?? objectWatchSeconds(objects.size)),
+      // The pods' watch tells whether the API server is there: while it says lost, the
+      // objects' watches wait for its return rather than each trying on its own, thousands of
+      // requests on the main thread while the pass that activates the copies runs. Their first
+      // retry waits a little, as client-go's reflector's does (0.8 to 1.6 s), so that a loss
+      // the pods' watch has not told yet holds them too.
+      unreachable: () => lost?.promise,
+      firstRetryMs: () => pick([800, 1600]),
       changed: () => changes.emit(`${ref.kind === "secret" ? "secret" : "configmap"} changed`),
     });
   });
@@ -363,33 +468,46 @@ export function createApiServerClient(
   const get = <T>(path: string, schema: z.ZodType<T>) => getAsUser(target, creds, { path, schema });
   const watches = watching ? startWatches(target, creds, watching) : undefined;
 
-  function getObject(
+  async function getObject(
     ref: ObjectRef,
-    schema: z.ZodType<Record<string, Uint8Array>>,
+    schema: z.ZodType<Fetched>,
   ): Promise<SourceResult<Record<string, Uint8Array>>> {
     const { namespace, name } = ref;
     const resource = WATCHED[ref.kind].resource;
     if (!isValidNamespace(namespace) || !isValidObjectName(name)) {
       // Such an object cannot exist, and its name must not reach a URL.
-      return Promise.resolve(
-        failed(
-          "apiserver",
-          "not-found",
-          `${resource} ${JSON.stringify(`${namespace}/${name}`)}: invalid name`,
-        ),
+      return failed(
+        "apiserver",
+        "not-found",
+        `${resource} ${JSON.stringify(`${namespace}/${name}`)}: invalid name`,
       );
     }
     const known = watches?.objects.files(ref);
     if (known === ABSENT) {
-      return Promise.resolve(
-        failed("apiserver", "not-found", `${resource} "${namespace}/${name}" not found (watched)`),
+      return failed(
+        "apiserver",
+        "not-found",
+        `${resource} "${namespace}/${name}" not found (watched)`,
       );
     }
-    if (known !== undefined) return Promise.resolve(succeeded(known));
+    if (known !== undefined) return succeeded(known);
     const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${resource}/${
       encodeURIComponent(name)
     }`;
-    return get(path, schema);
+    // Heard before the GET is sent: the GET reads at this version or a later one.
+    const before = watches?.pods.version();
+    const got = await get(path, schema);
+    if (!got.ok) {
+      if (got.failure.kind === "not-found" && before !== undefined) {
+        watches?.objects.fetched(ref, null, before);
+      }
+      return got;
+    }
+    const { files, version } = got.value;
+    if (version !== undefined) {
+      watches?.objects.fetched(ref, { name, version, files }, laterVersion(version, before));
+    }
+    return succeeded(files);
   }
 
   const client: ApiServerClient = {

@@ -26,6 +26,13 @@ export interface Listed<T> {
 export interface ListWatchOptions<T> {
   /** Lists the collection (a plain GET: a quorum read). */
   list(): Promise<SourceResult<Listed<T>>>;
+  /**
+   * What the collection held at `resourceVersion`, known otherwise (a GET of its one object):
+   * the first watch starts from there, without a list. A watch from a version delivers every
+   * change after it, so the items need only be what the collection held at some version not
+   * older than this one; a version the server no longer keeps (410) lists, as ever.
+   */
+  seed?: Listed<T>;
   /** Watches the collection from `resourceVersion`, for `timeoutSeconds`, with bookmarks. */
   watch(resourceVersion: string, timeoutSeconds: number, on: WatchHandlers): Watch;
   /** An object of an event as an item; undefined when it is not one. */
@@ -46,6 +53,16 @@ export interface ListWatchOptions<T> {
   workedAfterMs?: number;
   /** After a 403 or 405 (watches refused), the next try this much later. */
   retryRefusedMs: number;
+  /**
+   * Before a watch or list is tried again after a failure, what it waits for besides its
+   * back-off: a promise while the server is known to be unreachable (resolved once it is back),
+   * else undefined. Unset: the back-off alone. Thousands of watches that fail together (the
+   * server gone) then try again together once, when it is back, instead of each on its own
+   * back-off meanwhile.
+   */
+  unreachable?(): Promise<void> | undefined;
+  /** The first retry after a failure (the back-off's first step); default at once. */
+  firstRetryMs?(): number;
   /** A watch was taken for broken because it stayed silent past its timeout: the connection
    *  under it may be dead without having said so. */
   silent?(): void;
@@ -86,7 +103,8 @@ function isRefusal(failure: SourceFailure): boolean {
   return failure.kind === "forbidden" || failure.status === 405;
 }
 
-function versionOf(object: Record<string, unknown>): string | undefined {
+/** An object's metadata.resourceVersion, if it has one. */
+export function versionOf(object: Record<string, unknown>): string | undefined {
   const version = (object.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
   return typeof version === "string" && version !== "" ? version : undefined;
 }
@@ -111,6 +129,12 @@ export class ListWatch<T> {
   /** The items, while listed and followed; undefined when only the server can tell. */
   items(): T[] | undefined {
     return this.#usable ? [...this.#items.values()] : undefined;
+  }
+
+  /** The last version heard from the server (a list's, an event's, a bookmark's), in sync or
+   *  not; undefined before any. */
+  version(): string | undefined {
+    return this.#version === "" ? undefined : this.#version;
   }
 
   /** One item by key, on the same terms; null: followed, and there is none. */
@@ -157,6 +181,13 @@ export class ListWatch<T> {
     let failures = 0;
     let mustList = true;
     let listedAt = 0;
+    const seed = this.#opts.seed;
+    if (seed) {
+      this.#replace(seed.items);
+      this.#version = seed.resourceVersion;
+      listedAt = Date.now();
+      mustList = false;
+    }
     while (!this.#stopped) {
       if (mustList) {
         const listed = await this.#opts.list();
@@ -167,7 +198,7 @@ export class ListWatch<T> {
             await this.#refusal();
           } else {
             this.#setUsable(false, listed.failure);
-            await this.#wait(backoffMs(Math.max(failures, 2)));
+            await this.#retryWait(Math.max(failures, 2));
           }
           continue;
         }
@@ -207,9 +238,26 @@ export class ListWatch<T> {
           // followed until a list succeeds again.
           this.#setUsable(false, end.failure);
           if (failures > 1) mustList = true;
-          await this.#wait(backoffMs(failures));
+          await this.#retryWait(failures);
       }
     }
+  }
+
+  /** The wait before the next try after `failures` failures in a row: the back-off, and then
+   *  the server's return if it is known to be unreachable. */
+  async #retryWait(failures: number) {
+    const first = this.#opts.firstRetryMs;
+    await this.#wait(failures <= 1 && first ? first() : backoffMs(failures));
+    const unreachable = this.#opts.unreachable?.();
+    if (unreachable && !this.#stopped) await this.#until(unreachable);
+  }
+
+  /** Waits for `promise`, or until interrupted (closed, or asked to watch again). */
+  #until(promise: Promise<void>): Promise<void> {
+    return new Promise((resolve) => {
+      this.#interrupt = resolve;
+      void promise.then(() => resolve());
+    });
   }
 
   /** Watches refused (403, 405): the caller asks with plain requests until the next try. */

@@ -101,6 +101,13 @@ async function withWatchingClient(
 
 const names = (pods: Pod[] | undefined) => pods?.map((p) => p.metadata.name);
 
+/** The watch requests of secrets and configmaps so far, as sent. */
+function objectWatches(server: SimApiServer): URLSearchParams[] {
+  return server.requests.map((r) => new URL(r.target, "http://sim"))
+    .filter((url) => url.pathname !== "/api/v1/pods" && url.searchParams.has("watch"))
+    .map((url) => url.searchParams);
+}
+
 for (const transport of TRANSPORTS) {
   Deno.test(`the node's pods are listed, then watched: changes reach the cache, which equals a fresh list (${transport})`, async () => {
     await withWatchingClient(transport, async ({ server, client, told, podWatches }) => {
@@ -362,6 +369,187 @@ for (const transport of TRANSPORTS) {
       client.watchObjects?.([configMap]);
       await until("the others' watches closed", () => server.watchesOpen() === 2);
       assertEquals(client.objectVersion?.(secret), undefined);
+    });
+  });
+
+  Deno.test(`a secret fetched with a GET is watched from that answer, without a list (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told }) => {
+      await until("the pods in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      server.setSecret("kube-system", "etcd-certs", { "tls.crt": "one" });
+      const secret = { kind: "secret", namespace: "kube-system", name: "etcd-certs" } as const;
+      assertEquals(value(await client.getSecret("kube-system", "etcd-certs")), {
+        "tls.crt": text.encode("one"),
+      });
+      const fetchedAt = String(server.revision());
+      const before = server.requestsByVerb();
+      client.watchObjects?.([secret]);
+      await until("in sync", () => client.objectVersion?.(secret) === fetchedAt);
+      assertEquals(server.requestsByVerb(), { ...before, watch: before.watch + 1 });
+      assertEquals(objectWatches(server)[0].get("resourceVersion"), fetchedAt);
+      const gets = server.requestsByVerb().get;
+      assertEquals(value(await client.getSecret("kube-system", "etcd-certs")), {
+        "tls.crt": text.encode("one"),
+      });
+      assertEquals(server.requestsByVerb().get, gets);
+
+      server.setSecret("kube-system", "etcd-certs", { "tls.crt": "two" });
+      await until("the change arrives", () => client.objectVersion?.(secret) !== fetchedAt);
+      assert(told.includes("secret changed"));
+      assertEquals(value(await client.getSecret("kube-system", "etcd-certs")), {
+        "tls.crt": text.encode("two"),
+      });
+    });
+  });
+
+  Deno.test(`an object watched from its GET starts at the pods' version when that is later (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      server.setConfigMap("kube-system", "kube-proxy", { "config.conf": "mode: ipvs" });
+      const configMap = {
+        kind: "configMap",
+        namespace: "kube-system",
+        name: "kube-proxy",
+      } as const;
+      const objectVersion = String(server.revision());
+      server.setPods([onNode("kube-system/etcd")]);
+      await until("the pod arrives", () => client.watchedNodePods?.(NODE_NAME)?.length === 1);
+      const podsVersion = String(server.revision());
+      assert(Number(podsVersion) > Number(objectVersion));
+      await client.getConfigMap("kube-system", "kube-proxy");
+      client.watchObjects?.([configMap]);
+      await until("in sync", () => client.objectVersion?.(configMap) === objectVersion);
+      assertEquals(objectWatches(server)[0].get("resourceVersion"), podsVersion);
+      assertEquals(server.requestsByVerb().list, 1, "the pods' list only");
+    });
+  });
+
+  Deno.test(`changed or deleted between its GET and its watch: the watch delivers it (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("the pods in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      server.setSecret("kube-system", "changed", { key: "one" });
+      server.setSecret("kube-system", "deleted", { key: "one" });
+      const changed = { kind: "secret", namespace: "kube-system", name: "changed" } as const;
+      const deleted = { kind: "secret", namespace: "kube-system", name: "deleted" } as const;
+      await client.getSecret("kube-system", "changed");
+      await client.getSecret("kube-system", "deleted");
+      server.setSecret("kube-system", "changed", { key: "two" });
+      server.deleteSecret("kube-system", "deleted");
+      client.watchObjects?.([changed, deleted]);
+      await until(
+        "the change arrives",
+        () => client.objectVersion?.(changed) === String(server.revision() - 1),
+      );
+      await until("the deletion arrives", () => client.objectVersion?.(deleted) === "absent");
+      assertEquals(value(await client.getSecret("kube-system", "changed")), {
+        key: text.encode("two"),
+      });
+      assertEquals(server.requestsByVerb().list, 1, "the pods' list only");
+    });
+  });
+
+  Deno.test(`absent at its GET: watched from the pods' version, and its creation arrives (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("the pods in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const missing = { kind: "secret", namespace: "kube-system", name: "later" } as const;
+      const absent = await client.getSecret("kube-system", "later");
+      assert(!absent.ok && absent.failure.kind === "not-found");
+      client.watchObjects?.([missing]);
+      await until("in sync", () => client.objectVersion?.(missing) === "absent");
+      assertEquals(server.requestsByVerb().list, 1, "the pods' list only");
+      server.setSecret("kube-system", "later", { key: "here" });
+      await until("the creation arrives", () => client.objectVersion?.(missing) !== "absent");
+      assertEquals(value(await client.getSecret("kube-system", "later")), {
+        key: text.encode("here"),
+      });
+    });
+  });
+
+  Deno.test(`an object's GET version the server no longer keeps (410): listed, then watched (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("the pods in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      server.setSecret("kube-system", "etcd-certs", { "tls.crt": "one" });
+      const secret = { kind: "secret", namespace: "kube-system", name: "etcd-certs" } as const;
+      await client.getSecret("kube-system", "etcd-certs");
+      server.setSecret("kube-system", "etcd-certs", { "tls.crt": "two" });
+      server.compact();
+      client.watchObjects?.([secret]);
+      await until("listed", () => server.requestsByVerb().list === 2);
+      await until("in sync", () => client.objectVersion?.(secret) === String(server.revision()));
+      assertEquals(value(await client.getSecret("kube-system", "etcd-certs")), {
+        "tls.crt": text.encode("two"),
+      });
+      assertEquals(objectWatches(server).length, 2);
+    });
+  });
+
+  Deno.test(`an object's watch from its GET refused (403): plain GETs meanwhile (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("the pods in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      server.setSecret("kube-system", "etcd-certs", { "tls.crt": "one" });
+      const secret = { kind: "secret", namespace: "kube-system", name: "etcd-certs" } as const;
+      await client.getSecret("kube-system", "etcd-certs");
+      server.setWatchMode("forbidden");
+      client.watchObjects?.([secret]);
+      await until("its watch asked", () => objectWatches(server).length === 1);
+      // The refusal takes the object out of sync: it is asked for, never served from memory.
+      await until("not in sync", () => client.objectVersion?.(secret) === undefined);
+      server.setSecret("kube-system", "etcd-certs", { "tls.crt": "two" });
+      const gets = server.requestsByVerb().get;
+      assertEquals(value(await client.getSecret("kube-system", "etcd-certs")), {
+        "tls.crt": text.encode("two"),
+      });
+      assertEquals(server.requestsByVerb().get, gets + 1);
+    }, { watch: { retryRefusedMs: 600_000 } });
+  });
+
+  Deno.test(`while the pods' watch says the API server is lost, the objects' watches wait for its return, then resume without a list (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told }) => {
+      const refs = Array.from({ length: 5 }, (_, i) => {
+        server.setSecret("kube-system", `secret-${i}`, { key: `value-${i}` });
+        return { kind: "secret", namespace: "kube-system", name: `secret-${i}` } as const;
+      });
+      client.watchObjects?.(refs);
+      await until("every watch open", () => server.watchesOpen() === 6);
+      await until("in sync", () => refs.every((ref) => client.objectVersion?.(ref) !== undefined));
+      const objectRequests = () =>
+        server.requests.filter((r) => r.target.includes("/secrets?")).length;
+      const objectLists = () =>
+        server.requests.filter((r) => r.target.includes("/secrets?") && !r.target.includes("watch"))
+          .length;
+      const listsBefore = objectLists();
+      const requestsBefore = objectRequests();
+      server.setFault("server-error");
+      server.closeWatches("drop");
+      await until("the API server is lost", () => told.includes("apiserver lost"));
+      // Long enough for each object's own back-off to have tried several times.
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      assert(
+        objectRequests() - requestsBefore <= refs.length,
+        `${objectRequests() - requestsBefore} object requests while lost`,
+      );
+      server.setFault("none");
+      await until("the API server is back", () => told.includes("apiserver back"));
+      await until("every watch open again", () => server.watchesOpen() === 6);
+      await until("in sync", () => refs.every((ref) => client.objectVersion?.(ref) !== undefined));
+      assertEquals(objectLists(), listsBefore);
+    });
+  });
+
+  Deno.test(`object watches asked at once are asked 64 at a time until answered (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client }) => {
+      await until("the pods in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const refs = Array.from({ length: 100 }, (_, i) => {
+        server.setSecret("kube-system", `secret-${i}`, { key: `value-${i}` });
+        return { kind: "secret", namespace: "kube-system", name: `secret-${i}` } as const;
+      });
+      // Fetched first, so that each is watched from its GET, without a list.
+      for (const ref of refs) await client.getSecret(ref.namespace, ref.name);
+      // No answer at all: none of them is answered, so no more than 64 are ever asked.
+      server.setFault("hang");
+      client.watchObjects?.(refs);
+      const asked = () => server.requests.filter((r) => r.target.includes("/secrets?")).length;
+      await until("64 asked", () => asked() >= 64);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      assertEquals(asked(), 64);
     });
   });
 
