@@ -11,6 +11,7 @@ import {
   type FileOwner,
   storedFilesOwner,
   versionFileDirs,
+  versionsDir,
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import type { ManifestNames } from "../core/manifest_names.ts";
@@ -50,7 +51,7 @@ import {
   removeStaleVolumeDirs,
   writeVolumeFiles,
 } from "../disk/pod_files.ts";
-import { VerifiedFiles } from "../disk/verified_files.ts";
+import { contentDigest, TreeStamp, VerifiedFiles } from "../disk/verified_files.ts";
 import type { ApiServerClient } from "../sources/apiserver.ts";
 import type { ObjectRef } from "../sources/object_watches.ts";
 import type { FailureKind } from "../sources/types.ts";
@@ -156,6 +157,8 @@ export interface CheckpointWriterOptions {
 interface Work {
   id: string;
   parent: Pod;
+  /** The digest of the parent as JSON. */
+  parentKey: string;
   /** Its manifest's file name (assignManifestNames). */
   file: string;
   owner: FileOwner;
@@ -194,6 +197,12 @@ export class CheckpointWriter {
   readonly #candidates = new Map<string, WatchedCandidate>();
   /** Per parent: the objects it needs, and their versions when its files were last stored. */
   readonly #objects = new Map<string, { refs: ObjectRef[]; versions?: string }>();
+  /**
+   * Per parent whose last look was a refresh that found its kept version and every file in
+   * place: what that refresh was made from (the parent, its objects' versions as their watches
+   * knew them) and its versions and file directories as lstat showed them then.
+   */
+  readonly #inPlace = new Map<string, { inputs: string; trees: TreeStamp }>();
 
   constructor(opts: CheckpointWriterOptions) {
     this.#opts = opts;
@@ -217,6 +226,7 @@ export class CheckpointWriter {
   forget(id: string) {
     this.#candidates.delete(id);
     this.#refreshedAt.delete(id);
+    this.#inPlace.delete(id);
   }
 
   /** The sanitized manifest of every tracked parent, then its secrets and configmaps. */
@@ -251,14 +261,20 @@ export class CheckpointWriter {
         // since it was last checked, mean nothing to do until the refresh falls due. A
         // candidate also waits on time, so it is looked at on every pass.
         const manifest = manifestOf(id, file);
-        const parentJson = JSON.stringify(parent);
-        if (
-          !refreshDue && !this.#candidates.has(id) &&
-          this.#checkedManifests.unchanged(manifest, parentJson)
-        ) return;
+        const parentKey = contentDigest(JSON.stringify(parent));
+        if (!this.#candidates.has(id) && this.#checkedManifests.unchanged(manifest, parentKey)) {
+          if (!refreshDue) return;
+          // A refresh from the same inputs over the same trees would find everything in place.
+          if (apiAvailable && this.#stillInPlace(id, parentKey)) {
+            this.#refreshedAt.set(id, now);
+            return;
+          }
+        }
+        this.#inPlace.delete(id);
         const work: Work = {
           id,
           parent,
+          parentKey,
           file,
           owner,
           now,
@@ -273,7 +289,7 @@ export class CheckpointWriter {
           active: actionOf(result.tracked.get(id)!) === "start",
         });
         if (await this.#checkpoint(work, manifest, ready.ready)) {
-          this.#checkedManifests.checked(manifest, parentJson);
+          this.#checkedManifests.checked(manifest, parentKey);
         }
       });
     });
@@ -283,7 +299,15 @@ export class CheckpointWriter {
       // stays whatever happens to the parent; the planner decides about that.
       await writes.attempt(report, "checkpoint", id, () => this.#discard(id, "parent not seen"));
     }
-    for (const memory of [this.#refreshedAt, this.#warned, this.#objects, this.#storedFiles]) {
+    for (
+      const memory of [
+        this.#refreshedAt,
+        this.#warned,
+        this.#objects,
+        this.#storedFiles,
+        this.#inPlace,
+      ]
+    ) {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
     // The objects the checkpoints need are watched, and no others.
@@ -352,6 +376,7 @@ export class CheckpointWriter {
             await writeOrigin(this.#paths, id, keptVersion, originNow(parent, work.now));
           }
           await this.#refreshFiles(work, asKept, keptVersion, false);
+          this.#stampInPlace(work, keptVersion);
         }
         return true;
       case "wait":
@@ -586,6 +611,38 @@ export class CheckpointWriter {
       }
     }
     return { data, complete };
+  }
+
+  /**
+   * After a refresh of the kept version: what it was made from and the trees it looked at, if
+   * every file was stored from watched objects and nothing in the trees was just changed.
+   */
+  #stampInPlace(work: Work, version: number) {
+    const { id, parent, now } = work;
+    const objects = this.#objects.get(id);
+    if (this.#refreshedAt.get(id) !== now || objects?.versions === undefined) return;
+    const { namespace, name } = parent.metadata;
+    const trees = TreeStamp.take(
+      [
+        versionsDir(this.#paths, id),
+        ...versionFileDirs(this.#opts.config, namespace, name, version),
+      ],
+      Date.now(),
+    );
+    if (trees) this.#inPlace.set(id, { inputs: `${work.parentKey} ${objects.versions}`, trees });
+  }
+
+  /**
+   * The parent and its objects' versions are those of the refresh that last found its kept
+   * version and every file in place, and nothing in its trees has changed since.
+   */
+  #stillInPlace(id: string, parentKey: string): boolean {
+    const inPlace = this.#inPlace.get(id);
+    const objects = this.#objects.get(id);
+    if (inPlace === undefined || objects === undefined) return false;
+    const versions = this.#versionsOf(objects.refs);
+    return versions !== undefined && inPlace.inputs === `${parentKey} ${versions}` &&
+      inPlace.trees.unchanged();
   }
 
   /** The versions of watched objects, one string; undefined while one is not known. */

@@ -4,7 +4,7 @@
  * open while its lists fail: the watch's copy must not vouch for parents that are not running.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { Agent } from "../../lib/pass/agent.ts";
 import { atRest } from "../../lib/pass/observe.ts";
@@ -25,6 +25,8 @@ interface Watching {
   clock: ManualClock;
   /** Every change the sources told, in order. */
   told: string[];
+  /** Secrets and configmaps the pass asked the client for, whether a watch or a GET answered. */
+  asked(): number;
 }
 
 async function withWatchingAgent(
@@ -36,6 +38,10 @@ async function withWatchingAgent(
     const config = node.config();
     // Files written by the test count as settled: the clients are not built again.
     const sources = await connectNode(config, { watch: true, now: () => Date.now() + 2_000 });
+    let asked = 0;
+    const { getSecret, getConfigMap } = sources.apiServer;
+    sources.apiServer.getSecret = (...args) => (asked++, getSecret(...args));
+    sources.apiServer.getConfigMap = (...args) => (asked++, getConfigMap(...args));
     const told: string[] = [];
     sources.changes?.subscribe((reason) => told.push(reason));
     const log = new LogCapture();
@@ -49,7 +55,7 @@ async function withWatchingAgent(
         return report;
       };
       const watched = () => sources.apiServer.watchedNodePods?.(config.nodeName) !== undefined;
-      await fn({ node, pass, watched, clock, told });
+      await fn({ node, pass, watched, clock, told, asked: () => asked });
     } finally {
       sources.close?.();
       sources.runtime.close();
@@ -162,6 +168,83 @@ Deno.test("a stored file changed or deleted by hand is put back at the next refr
   });
 });
 
+/** The objects' watches are open and in sync, and the agent's last writes are settled. */
+async function untilAtRest(node: SimNode) {
+  await until("the objects are watched", () => node.apiServer.watchesOpen() > 1);
+  const open = node.apiServer.watchesOpen();
+  await until("every object in sync", () => node.apiServer.requestsByVerb().watch >= open);
+  await untilSettled(join(node.config().secretsDir, API_SERVER_CA));
+}
+
+Deno.test("a refresh with nothing changed makes no checkpoint again; a change by hand or by watch is still stored", async () => {
+  await withWatchingAgent(async ({ node, pass, watched, clock, told, asked }) => {
+    await until("the pods are watched", watched);
+    await pass();
+    await pass();
+    await untilAtRest(node);
+    const path = join(node.config().secretsDir, API_SERVER_CA);
+    // Its directory changes last: a file renamed into it or removed from it.
+    const dir = dirname(path);
+    const stored = storedSecret(node, API_SERVER_CA);
+    /** A refresh: the files it stored, and how many objects it asked for. */
+    const refresh = async () => {
+      clock.advance(node.config().refreshIntervalMs);
+      const before = asked();
+      const report = await pass();
+      assertEquals(report.failures, []);
+      return {
+        files: report.applied.filter((a) => a.op === "files").length,
+        asked: asked() - before,
+      };
+    };
+    // The first refresh over settled files checks them all and finds them in place.
+    const first = await refresh();
+    assertEquals(first.files, 0);
+    assert(first.asked > 0);
+    const requests = node.apiServer.requests.length;
+    // From then on, nothing is asked or made while nothing changes.
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    assertEquals(node.apiServer.requests.length, requests);
+
+    // Same size, mtime set back: only its ctime tells.
+    const { mtime } = Deno.lstatSync(path);
+    Deno.writeTextFileSync(path, "x".repeat(new TextEncoder().encode(stored).length));
+    Deno.utimeSync(path, mtime!, mtime!);
+    assertEquals((await refresh()).files, 1);
+    assertEquals(storedSecret(node, API_SERVER_CA), stored);
+
+    await untilSettled(dir);
+    assert((await refresh()).asked > 0);
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    Deno.removeSync(path);
+    assertEquals((await refresh()).files, 1);
+    assertEquals(storedSecret(node, API_SERVER_CA), stored);
+
+    // A file added by hand beside the stored ones goes too.
+    await untilSettled(dir);
+    await refresh();
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    const extra = join(dir, "extra.crt");
+    Deno.writeTextFileSync(extra, "not ours");
+    assertEquals((await refresh()).files, 1);
+    assertEquals(
+      [...Deno.readDirSync(dir)].some((e) => e.name === "extra.crt"),
+      false,
+    );
+
+    // A change told by the watch is stored at the next pass, refresh due or not.
+    await untilSettled(dir);
+    await refresh();
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    const toldBefore = told.length;
+    node.apiServer.setSecret("kube-system", "kube-apiserver", { "ca.crt": "rotated" });
+    await until("the change is told", () => told.slice(toldBefore).includes("secret changed"));
+    await pass();
+    assertEquals(storedSecret(node, API_SERVER_CA), "rotated");
+  });
+});
+
 for (const mode of ["forbidden", "method-not-allowed"] as const) {
   Deno.test(`watches refused (${mode}): the pass lists, and GETs store and refresh the files`, async () => {
     await withWatchingAgent(async ({ node, pass, clock }) => {
@@ -175,6 +258,14 @@ for (const mode of ["forbidden", "method-not-allowed"] as const) {
       assertEquals(storedSecret(node, API_SERVER_CA), "rotated");
       assert(node.apiServer.requestsByVerb().list > lists);
       assertEquals(node.apiServer.watchesOpen(), 0);
+      // Unchanged since, an object no watch knows is still asked at every refresh.
+      await untilSettled(dirname(join(node.config().secretsDir, API_SERVER_CA)));
+      for (let i = 0; i < 2; i++) {
+        const gets = node.apiServer.requestsByVerb().get;
+        clock.advance(node.config().refreshIntervalMs);
+        await pass();
+        assert(node.apiServer.requestsByVerb().get > gets);
+      }
     }, (node) => node.apiServer.setWatchMode(mode));
   });
 }
