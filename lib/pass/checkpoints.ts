@@ -55,6 +55,7 @@ import { contentDigest, TreeStamp, VerifiedFiles } from "../disk/verified_files.
 import type { ApiServerClient } from "../sources/apiserver.ts";
 import type { ObjectRef } from "../sources/object_watches.ts";
 import type { FailureKind } from "../sources/types.ts";
+import { isFrozenWhole } from "../util/frozen.ts";
 import type { Logger } from "../util/log.ts";
 import { type Lineage, sameDirIn, versionsInPlace } from "./lineage.ts";
 import type { Observation } from "./observe.ts";
@@ -171,6 +172,13 @@ interface Work {
   lineage: Lineage;
 }
 
+/** What the first look at a checkpoint found it needs. */
+interface Look {
+  refreshDue: boolean;
+  /** The digest of the parent as JSON. */
+  parentKey: string;
+}
+
 /** A candidate as this process watches it, with why it waits. */
 export interface WatchedCandidate extends Candidate {
   why: string;
@@ -203,6 +211,12 @@ export class CheckpointWriter {
    * knew them) and its versions and file directories as lstat showed them then.
    */
   readonly #inPlace = new Map<string, { inputs: string; trees: TreeStamp }>();
+  /** Parents frozen whole (lib/util/frozen.ts), and the digest of each as JSON. */
+  readonly #parentKeys = new WeakMap<Pod, string>();
+  /** Per parent: its inactive manifest's file name and path. */
+  readonly #manifests = new Map<string, { file: string; path: string }>();
+  /** The objects watchObjects was last told of, as each parent's list. */
+  #watched: readonly ObjectRef[][] = [];
 
   constructor(opts: CheckpointWriterOptions) {
     this.#opts = opts;
@@ -231,21 +245,26 @@ export class CheckpointWriter {
 
   /** The sanitized manifest of every tracked parent, then its secrets and configmaps. */
   async write(result: PassResult, obs: Observation, names: ManifestNames, report: PassReport) {
-    const { config, writes } = this.#opts;
+    const { writes } = this.#opts;
     const now = obs.input.now;
     const apiAvailable = obs.input.observations.apiAvailable;
     const ids = checkpointedIds(result);
+    // Most passes find most checkpoints as they were left: those are told apart first, without
+    // a turn of the event loop each, and only the others are worked on.
+    const looks = new Map<string, Look>();
+    for (const id of ids) {
+      const look = this.#look(id, result.parents.get(id)!, names.names.get(id), now, apiAvailable);
+      if (look !== "as left") looks.set(id, look);
+    }
     const blocked = new Map(names.blocked.map((b) => [b.id, b.reason]));
-    const manifestOf = (id: string, file: string) =>
-      checkpointPaths(this.#paths, id, file).inactiveManifest;
     const refresh: Refresh = { apiUnavailable: false };
-    const running = new Set(obs.running.map((r) => r.uid));
+    const running = new Set(looks.size === 0 ? [] : obs.running.map((r) => r.uid));
     const lineage: Lineage = {
-      tracked: [...result.tracked.keys()],
+      tracked: looks.size === 0 ? [] : [...result.tracked.keys()],
       parents: result.parents,
       names,
     };
-    await writes.forEachCheckpoint(report, ids, async (id, out) => {
+    await writes.forEachCheckpoint(report, [...looks.keys()], async (id, out) => {
       const parent = result.parents.get(id)!;
       await writes.attempt(out, "checkpoint", id, async () => {
         const owner = storedFilesOwner(parent);
@@ -254,22 +273,8 @@ export class CheckpointWriter {
         if (file === undefined) {
           throw new Error(`no file name is free for its manifest (${blocked.get(id)}); left alone`);
         }
-        const last = this.#refreshedAt.get(id);
-        const refreshDue = last === undefined ||
-          now - last >= millisToDuration(config.refreshIntervalMs) || this.#objectsChanged(id);
-        // The manifest is made from the parent alone: the same parent, and a file untouched
-        // since it was last checked, mean nothing to do until the refresh falls due. A
-        // candidate also waits on time, so it is looked at on every pass.
-        const manifest = manifestOf(id, file);
-        const parentKey = contentDigest(JSON.stringify(parent));
-        if (!this.#candidates.has(id) && this.#checkedManifests.unchanged(manifest, parentKey)) {
-          if (!refreshDue) return;
-          // A refresh from the same inputs over the same trees would find everything in place.
-          if (apiAvailable && this.#stillInPlace(id, parentKey)) {
-            this.#refreshedAt.set(id, now);
-            return;
-          }
-        }
+        const { refreshDue, parentKey } = looks.get(id)!;
+        const manifest = this.#manifestOf(id, file);
         this.#inPlace.delete(id);
         const work: Work = {
           id,
@@ -306,18 +311,75 @@ export class CheckpointWriter {
         this.#objects,
         this.#storedFiles,
         this.#inPlace,
+        this.#manifests,
       ]
     ) {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
-    // The objects the checkpoints need are watched, and no others.
-    this.#opts.apiServer.watchObjects?.([...this.#objects.values()].flatMap((o) => o.refs));
+    // The objects the checkpoints need are watched, and no others; told again only when that
+    // changed.
+    const refs = [...this.#objects.values()].map((o) => o.refs);
+    if (refs.length !== this.#watched.length || refs.some((r, i) => r !== this.#watched[i])) {
+      this.#opts.apiServer.watchObjects?.(refs.flat());
+      this.#watched = refs;
+    }
     this.#checkedManifests.retain(
       new Set(ids.flatMap((id) => {
         const file = names.names.get(id);
-        return file === undefined ? [] : [manifestOf(id, file)];
+        return file === undefined ? [] : [this.#manifestOf(id, file)];
       })),
     );
+  }
+
+  /**
+   * A first look at one parent's checkpoint, from what this process remembers and a stat:
+   * "as left" when this pass has nothing to do for it. The manifest is made from the parent
+   * alone: the same parent, and a file untouched since it was last checked, mean nothing to do
+   * until the refresh falls due. A candidate also waits on time, so it is looked at on every
+   * pass.
+   */
+  #look(
+    id: string,
+    parent: Pod,
+    file: string | undefined,
+    now: Instant,
+    apiAvailable: boolean,
+  ): Look | "as left" {
+    const last = this.#refreshedAt.get(id);
+    const refreshDue = last === undefined ||
+      now - last >= millisToDuration(this.#opts.config.refreshIntervalMs) ||
+      this.#objectsChanged(id);
+    const parentKey = this.#parentKey(parent);
+    if (
+      file !== undefined && !this.#candidates.has(id) &&
+      this.#checkedManifests.unchanged(this.#manifestOf(id, file), parentKey)
+    ) {
+      if (!refreshDue) return "as left";
+      // A refresh from the same inputs over the same trees would find everything in place.
+      if (apiAvailable && this.#stillInPlace(id, parentKey)) {
+        this.#refreshedAt.set(id, now);
+        return "as left";
+      }
+    }
+    return { refreshDue, parentKey };
+  }
+
+  /** The digest of `parent` as JSON, kept by identity for a parent that cannot change. */
+  #parentKey(parent: Pod): string {
+    const known = this.#parentKeys.get(parent);
+    if (known !== undefined) return known;
+    const key = contentDigest(JSON.stringify(parent));
+    if (isFrozenWhole(parent)) this.#parentKeys.set(parent, key);
+    return key;
+  }
+
+  /** The path of a checkpoint's inactive manifest, under `file`. */
+  #manifestOf(id: string, file: string): string {
+    const known = this.#manifests.get(id);
+    if (known?.file === file) return known.path;
+    const path = checkpointPaths(this.#paths, id, file).inactiveManifest;
+    this.#manifests.set(id, { file, path });
+    return path;
   }
 
   /**

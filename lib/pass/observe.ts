@@ -14,6 +14,7 @@ import type { RunningPod } from "../sources/cri.ts";
 import type { NodeSources } from "../sources/node.ts";
 import { type SourceFailure, type SourceResult, succeeded } from "../sources/types.ts";
 import { stateOfRecord, type StatusRecord } from "../store/status_record.ts";
+import { deepFreeze } from "../util/frozen.ts";
 import { readStatusRecords } from "../store/status_store.ts";
 
 /**
@@ -150,6 +151,10 @@ export class Observer {
     const { config, sources } = this;
     const watched = sources.apiServer.watchedNodePods?.(config.nodeName);
     if (watched !== undefined && atRest(tracked, running, staticPods)) {
+      // The watch replaces a pod it holds when the pod changes, never changes it: frozen, an
+      // unchanged pod is the same object from pass to pass, and what a pass derives from it
+      // can be kept (lib/pass/checkpoints.ts).
+      for (const pod of watched) deepFreeze(pod);
       return Promise.resolve(succeeded(watched));
     }
     return sources.apiServer.listNodePods(config.nodeName);

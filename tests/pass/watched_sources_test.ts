@@ -8,6 +8,8 @@ import { dirname, join } from "node:path";
 import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { Agent } from "../../lib/pass/agent.ts";
 import { atRest } from "../../lib/pass/observe.ts";
+import type { Pod } from "../../lib/core/pod.ts";
+import { isFrozenWhole } from "../../lib/util/frozen.ts";
 import { connectNode } from "../../lib/sources/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
 import type { SimNode } from "../../lib/sim/node.ts";
@@ -22,6 +24,8 @@ interface Watching {
   pass(): ReturnType<Agent["pass"]>;
   /** The node's pods are watched, in sync. */
   watched(): boolean;
+  /** The node's pods as their watch holds them. */
+  watchedPods(): Pod[] | undefined;
   clock: ManualClock;
   /** Every change the sources told, in order. */
   told: string[];
@@ -55,7 +59,8 @@ async function withWatchingAgent(
         return report;
       };
       const watched = () => sources.apiServer.watchedNodePods?.(config.nodeName) !== undefined;
-      await fn({ node, pass, watched, clock, told, asked: () => asked });
+      const watchedPods = () => sources.apiServer.watchedNodePods?.(config.nodeName);
+      await fn({ node, pass, watched, watchedPods, clock, told, asked: () => asked });
     } finally {
       sources.close?.();
       sources.runtime.close();
@@ -71,7 +76,7 @@ function storedSecret(node: SimNode, path: string): string {
 }
 
 Deno.test("at rest the watch answers for the API server: a pass lists nothing", async () => {
-  await withWatchingAgent(async ({ node, pass, watched }) => {
+  await withWatchingAgent(async ({ node, pass, watched, watchedPods }) => {
     await until("the pods are watched", watched);
     const first = await pass();
     assert(first.complete, JSON.stringify(first.failures));
@@ -87,6 +92,9 @@ Deno.test("at rest the watch answers for the API server: a pass lists nothing", 
     assertEquals(second.failures, []);
     for (const id of parents) assertEquals(second.plan.state[id], { state: "inactive" });
     assertEquals(podLists(), lists);
+    // What the watch answered with is frozen whole: the pass may keep what it derives from it.
+    const pods = watchedPods()!;
+    assert(pods.length > 0 && pods.every(isFrozenWhole));
   });
 });
 
@@ -168,12 +176,25 @@ Deno.test("a stored file changed or deleted by hand is put back at the next refr
   });
 });
 
-/** The objects' watches are open and in sync, and the agent's last writes are settled. */
+/** The entry last changed under `dirs`, the dirs included. */
+function lastChanged(dirs: string[]): string {
+  let last = { path: dirs[0], ctime: 0 };
+  const walk = (path: string) => {
+    const info = Deno.lstatSync(path);
+    if (info.ctime!.getTime() >= last.ctime) last = { path, ctime: info.ctime!.getTime() };
+    if (info.isDirectory) { for (const e of Deno.readDirSync(path)) walk(join(path, e.name)); }
+  };
+  dirs.forEach(walk);
+  return last.path;
+}
+
+/** The objects' watches are open and in sync, and every file the agent wrote is settled. */
 async function untilAtRest(node: SimNode) {
   await until("the objects are watched", () => node.apiServer.watchesOpen() > 1);
   const open = node.apiServer.watchesOpen();
   await until("every object in sync", () => node.apiServer.requestsByVerb().watch >= open);
-  await untilSettled(join(node.config().secretsDir, API_SERVER_CA));
+  const { secretsDir, configmapsDir, inactiveDir } = node.config();
+  await untilSettled(lastChanged([secretsDir, configmapsDir, inactiveDir]));
 }
 
 Deno.test("a refresh with nothing changed makes no checkpoint again; a change by hand or by watch is still stored", async () => {
@@ -183,7 +204,6 @@ Deno.test("a refresh with nothing changed makes no checkpoint again; a change by
     await pass();
     await untilAtRest(node);
     const path = join(node.config().secretsDir, API_SERVER_CA);
-    // Its directory changes last: a file renamed into it or removed from it.
     const dir = dirname(path);
     const stored = storedSecret(node, API_SERVER_CA);
     /** A refresh: the files it stored, and how many objects it asked for. */
@@ -214,7 +234,7 @@ Deno.test("a refresh with nothing changed makes no checkpoint again; a change by
     assertEquals((await refresh()).files, 1);
     assertEquals(storedSecret(node, API_SERVER_CA), stored);
 
-    await untilSettled(dir);
+    await untilAtRest(node);
     assert((await refresh()).asked > 0);
     assertEquals(await refresh(), { files: 0, asked: 0 });
     Deno.removeSync(path);
@@ -222,7 +242,7 @@ Deno.test("a refresh with nothing changed makes no checkpoint again; a change by
     assertEquals(storedSecret(node, API_SERVER_CA), stored);
 
     // A file added by hand beside the stored ones goes too.
-    await untilSettled(dir);
+    await untilAtRest(node);
     await refresh();
     assertEquals(await refresh(), { files: 0, asked: 0 });
     const extra = join(dir, "extra.crt");
@@ -234,7 +254,7 @@ Deno.test("a refresh with nothing changed makes no checkpoint again; a change by
     );
 
     // A change told by the watch is stored at the next pass, refresh due or not.
-    await untilSettled(dir);
+    await untilAtRest(node);
     await refresh();
     assertEquals(await refresh(), { files: 0, asked: 0 });
     const toldBefore = told.length;
