@@ -98,6 +98,14 @@ export class VerifiedFiles {
     return info !== undefined && identity(info) === entry.identity;
   }
 
+  /**
+   * True when `path` was checked to hold the content `key` stands for, and remembered: whether
+   * it still does is for the caller to know otherwise (a watch of its directory).
+   */
+  held(path: string, key: ContentKey): boolean {
+    return this.#entries.get(path)?.key === contentDigest(key);
+  }
+
   /** Call right after `path` was written with, or found to hold, the content `key` stands for. */
   checked(path: string, key: ContentKey): void {
     this.#entries.delete(path);

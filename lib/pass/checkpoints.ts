@@ -253,7 +253,7 @@ export class CheckpointWriter {
     // a turn of the event loop each, and only the others are worked on.
     const looks = new Map<string, Look>();
     for (const id of ids) {
-      const look = this.#look(id, result.parents.get(id)!, names.names.get(id), now, apiAvailable);
+      const look = this.#look(id, result.parents.get(id)!, names.names.get(id), now, obs);
       if (look !== "as left") looks.set(id, look);
     }
     const blocked = new Map(names.blocked.map((b) => [b.id, b.reason]));
@@ -343,20 +343,23 @@ export class CheckpointWriter {
     parent: Pod,
     file: string | undefined,
     now: Instant,
-    apiAvailable: boolean,
+    obs: Observation,
   ): Look | "as left" {
     const last = this.#refreshedAt.get(id);
     const refreshDue = last === undefined ||
       now - last >= millisToDuration(this.#opts.config.refreshIntervalMs) ||
       this.#objectsChanged(id);
     const parentKey = this.#parentKey(parent);
-    if (
-      file !== undefined && !this.#candidates.has(id) &&
-      this.#checkedManifests.unchanged(this.#manifestOf(id, file), parentKey)
-    ) {
+    const manifest = file === undefined ? undefined : this.#manifestOf(id, file);
+    // No stat when the inactive dir is watched and nothing there changed since the last pass.
+    const checked = manifest !== undefined &&
+      (obs.manifestDirsQuiet
+        ? this.#checkedManifests.held(manifest, parentKey)
+        : this.#checkedManifests.unchanged(manifest, parentKey));
+    if (checked && !this.#candidates.has(id)) {
       if (!refreshDue) return "as left";
       // A refresh from the same inputs over the same trees would find everything in place.
-      if (apiAvailable && this.#stillInPlace(id, parentKey)) {
+      if (obs.input.observations.apiAvailable && this.#stillInPlace(id, parentKey)) {
         this.#refreshedAt.set(id, now);
         return "as left";
       }

@@ -7,7 +7,7 @@ import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/stric
 import { dirname, join } from "node:path";
 import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { Agent } from "../../lib/pass/agent.ts";
-import { atRest } from "../../lib/pass/observe.ts";
+import { atRest, trackedFromStore } from "../../lib/pass/observe.ts";
 import type { Pod } from "../../lib/core/pod.ts";
 import { isFrozenWhole } from "../../lib/util/frozen.ts";
 import { connectNode } from "../../lib/sources/node.ts";
@@ -31,6 +31,8 @@ interface Watching {
   told: string[];
   /** Secrets and configmaps the pass asked the client for, whether a watch or a GET answered. */
   asked(): number;
+  /** What a pass would see, given the manifest dirs' watch's `quiet`. */
+  observe(dirsQuiet?: number): ReturnType<Agent["observe"]>;
 }
 
 async function withWatchingAgent(
@@ -60,7 +62,9 @@ async function withWatchingAgent(
       };
       const watched = () => sources.apiServer.watchedNodePods?.(config.nodeName) !== undefined;
       const watchedPods = () => sources.apiServer.watchedNodePods?.(config.nodeName);
-      await fn({ node, pass, watched, watchedPods, clock, told, asked: () => asked });
+      const observe = (dirsQuiet?: number) =>
+        agent.observe(trackedFromStore(stores.status), dirsQuiet);
+      await fn({ node, pass, watched, watchedPods, clock, told, asked: () => asked, observe });
     } finally {
       sources.close?.();
       sources.runtime.close();
@@ -262,6 +266,31 @@ Deno.test("a refresh with nothing changed makes no checkpoint again; a change by
     await until("the change is told", () => told.slice(toldBefore).includes("secret changed"));
     await pass();
     assertEquals(storedSecret(node, API_SERVER_CA), "rotated");
+  });
+});
+
+Deno.test("a pass at rest whose manifest dirs' watch told nothing since the last does not read them; any other pass does", async () => {
+  await withWatchingAgent(async ({ node, pass, watched, observe }) => {
+    await until("the pods are watched", watched);
+    await pass();
+    await pass();
+    const inactive = () => [...Deno.readDirSync(node.config().inactiveDir)];
+    const listed = (obs: Awaited<ReturnType<typeof observe>>) =>
+      [obs.manifestDirsQuiet, obs.input.observations.inactiveCheckpoints.length] as const;
+    const files = inactive().filter((e) => e.isFile).map((e) => e.name);
+    assert(files.length > 1);
+    assertEquals(listed(await observe(7)), [false, files.length]);
+    // Removed behind a watch that told nothing: such a pass goes on what the last one read.
+    Deno.removeSync(join(node.config().inactiveDir, files[0]));
+    assertEquals(listed(await observe(7)), [true, files.length]);
+    assertEquals(listed(await observe()), [false, files.length - 1]);
+    assertEquals(listed(await observe(8)), [false, files.length - 1]);
+    assertEquals(listed(await observe(8)), [true, files.length - 1]);
+
+    // Not at rest (the control plane's parents stopped): the dirs are read, whatever was told.
+    await node.loseControlPlane("etcd-gone");
+    Deno.removeSync(join(node.config().inactiveDir, files[1]));
+    assertEquals(listed(await observe(8)), [false, files.length - 2]);
   });
 });
 
