@@ -64,13 +64,15 @@ function lstatOrUndefined(path: string): Deno.FileInfo | undefined {
 }
 
 /**
- * What a file was checked against: a string (the digest of a whole parent as JSON), or parts (an
- * owner and a file's bytes), of which only equality counts.
+ * What a file was checked against: a string, parts (an owner and a file's bytes), or the digest
+ * of either, made by contentDigest (a whole parent as JSON, digested once a pass); of which only
+ * equality counts.
  */
-export type ContentKey = string | readonly (string | Uint8Array)[];
+export type ContentKey = string | readonly (string | Uint8Array)[] | { readonly digest: string };
 
 /** A key's SHA-256; each part is preceded by its length, so that no two lists of parts collide. */
 export function contentDigest(key: ContentKey): string {
+  if (typeof key === "object" && "digest" in key) return key.digest;
   const hash = createHash("sha256");
   if (typeof key === "string") hash.update(key);
   else for (const part of key) hash.update(`${part.length}:`).update(part);

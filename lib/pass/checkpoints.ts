@@ -294,7 +294,7 @@ export class CheckpointWriter {
           active: actionOf(result.tracked.get(id)!) === "start",
         });
         if (await this.#checkpoint(work, manifest, ready.ready)) {
-          this.#checkedManifests.checked(manifest, parentKey);
+          this.#checkedManifests.checked(manifest, { digest: parentKey });
         }
       });
     });
@@ -354,8 +354,8 @@ export class CheckpointWriter {
     // No stat when the inactive dir is watched and nothing there changed since the last pass.
     const checked = manifest !== undefined &&
       (obs.manifestDirsQuiet
-        ? this.#checkedManifests.held(manifest, parentKey)
-        : this.#checkedManifests.unchanged(manifest, parentKey));
+        ? this.#checkedManifests.held(manifest, { digest: parentKey })
+        : this.#checkedManifests.unchanged(manifest, { digest: parentKey }));
     if (checked && !this.#candidates.has(id)) {
       if (!refreshDue) return "as left";
       // A refresh from the same inputs over the same trees would find everything in place.

@@ -2,7 +2,12 @@
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
 import { join } from "node:path";
 import { atomicWrite } from "../../lib/disk/atomic_write.ts";
-import { TreeStamp, TRUSTED_AGE_MS, VerifiedFiles } from "../../lib/disk/verified_files.ts";
+import {
+  contentDigest,
+  TreeStamp,
+  TRUSTED_AGE_MS,
+  VerifiedFiles,
+} from "../../lib/disk/verified_files.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 import { untilSettled } from "../helpers/until.ts";
 
@@ -136,5 +141,19 @@ Deno.test("a tree with an entry changed just before is not stamped", async () =>
     assertEquals(TreeStamp.take([dir], ctime + TRUSTED_AGE_MS - 1), undefined);
     assertEquals(TreeStamp.take([dir], ctime + 10 * TRUSTED_AGE_MS)?.unchanged(), true);
     return Promise.resolve();
+  });
+});
+
+Deno.test("a key digested once stands for the key itself", async () => {
+  await withTempDir(async (dir) => {
+    const path = join(dir, "a.json");
+    await atomicWrite(path, "one", { mode: 0o600 });
+    const files = checkedLater();
+    files.checked(path, "k1");
+    assertEquals(files.unchanged(path, { digest: contentDigest("k1") }), true);
+    assertEquals(files.held(path, { digest: contentDigest("k2") }), false);
+    files.checked(path, { digest: contentDigest(["owner", new Uint8Array([1])]) });
+    assertEquals(files.unchanged(path, ["owner", new Uint8Array([1])]), true);
+    assertEquals(files.held(path, ["owner", new Uint8Array([2])]), false);
   });
 });
