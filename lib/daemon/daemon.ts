@@ -98,7 +98,7 @@ export class Daemon {
     this.#passStartedAt = this.#clock.now();
     let report: PassReport;
     try {
-      report = await this.agent.pass(this.stores);
+      report = await this.agent.pass(this.stores, this.#dirs?.quiet);
     } finally {
       this.#passStartedAt = undefined;
     }

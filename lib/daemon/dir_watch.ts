@@ -12,6 +12,11 @@
  *
  * A watch that cannot be set up or fails (the kernel's inotify limits) leaves the dirs to the
  * poll, said once at warn, and is tried again at each check.
+ *
+ * `quiet` lets a pass know the dirs are as its last look found them: it changes with every event
+ * (any kind but `access`, in the dirs or their ancestors, dotfiles too, and an overflow of the
+ * kernel's queue, which Deno tells as an event with no path and the `rescan` flag) and whenever a
+ * watch starts or stops.
  */
 import { basename, dirname } from "node:path";
 import type { Logger } from "../util/log.ts";
@@ -70,6 +75,8 @@ export class DirWatcher {
   #watching = "";
   #failing = false;
   #closed = false;
+  /** Counts the events and the watches started and stopped: see `quiet`. */
+  #generation = 0;
 
   constructor(opts: DirWatchOptions) {
     this.#dirs = opts.dirs;
@@ -81,6 +88,15 @@ export class DirWatcher {
   /** Whether the dirs are watched now (false: left to the poll). */
   get watching(): boolean {
     return this.#watcher !== undefined;
+  }
+
+  /**
+   * The same number at two moments only if the dirs were watched all along between them and no
+   * event came; undefined while they are not watched. An event is told a little after its
+   * change: a change made just before a pass may go unseen by it, and its event runs the next.
+   */
+  get quiet(): number | undefined {
+    return this.#watcher === undefined ? undefined : this.#generation;
   }
 
   /** Watches the dirs as they are now, if that is not what is watched: a few stats. */
@@ -99,6 +115,7 @@ export class DirWatcher {
       return this.#failed(e as Error);
     }
     this.#stopWatching();
+    this.#generation++;
     this.#watcher = watcher;
     this.#watching = now;
     if (this.#failing) {
@@ -128,6 +145,9 @@ export class DirWatcher {
 
   #event(event: Deno.FsEvent) {
     if (event.kind === "access") return;
+    this.#generation++;
+    // The kernel's queue overflowed: what changed is not known, so a pass looks at everything.
+    if (event.paths.length === 0) this.#onChange(`${event.kind} ${event.flag ?? "(no path)"}`);
     let changed: string | undefined;
     let moved = false;
     for (const path of event.paths) {
@@ -157,6 +177,7 @@ export class DirWatcher {
 
   #stopWatching() {
     const watcher = this.#watcher;
+    this.#generation++;
     this.#watcher = undefined;
     this.#watching = "";
     try {

@@ -11,6 +11,10 @@
  * just now is read back once more on the next pass.
  */
 import { createHash } from "node:crypto";
+import { join } from "node:path";
+
+/** What a TreeStamp holds for a root that did not exist. */
+const ABSENT = "absent";
 
 /** Far coarser than any file system's timestamp granularity. */
 export const TRUSTED_AGE_MS = 1_000;
@@ -60,13 +64,15 @@ function lstatOrUndefined(path: string): Deno.FileInfo | undefined {
 }
 
 /**
- * What a file was checked against: a string (a whole parent as JSON, 2.5 KB), or parts (an owner
- * and a file's bytes), of which only equality counts.
+ * What a file was checked against: a string, parts (an owner and a file's bytes), or the digest
+ * of either, made by contentDigest (a whole parent as JSON, digested once a pass); of which only
+ * equality counts.
  */
-export type ContentKey = string | readonly (string | Uint8Array)[];
+export type ContentKey = string | readonly (string | Uint8Array)[] | { readonly digest: string };
 
 /** A key's SHA-256; each part is preceded by its length, so that no two lists of parts collide. */
-function digest(key: ContentKey): string {
+export function contentDigest(key: ContentKey): string {
+  if (typeof key === "object" && "digest" in key) return key.digest;
   const hash = createHash("sha256");
   if (typeof key === "string") hash.update(key);
   else for (const part of key) hash.update(`${part.length}:`).update(part);
@@ -89,9 +95,17 @@ export class VerifiedFiles {
    */
   unchanged(path: string, key: ContentKey): boolean {
     const entry = this.#entries.get(path);
-    if (!entry || entry.key !== digest(key)) return false;
+    if (!entry || entry.key !== contentDigest(key)) return false;
     const info = lstatOrUndefined(path);
     return info !== undefined && identity(info) === entry.identity;
+  }
+
+  /**
+   * True when `path` was checked to hold the content `key` stands for, and remembered: whether
+   * it still does is for the caller to know otherwise (a watch of its directory).
+   */
+  held(path: string, key: ContentKey): boolean {
+    return this.#entries.get(path)?.key === contentDigest(key);
   }
 
   /** Call right after `path` was written with, or found to hold, the content `key` stands for. */
@@ -99,12 +113,68 @@ export class VerifiedFiles {
     this.#entries.delete(path);
     const info = lstatOrUndefined(path);
     const id = info && settledIdentity(info, this.#now());
-    if (id !== undefined) this.#entries.set(path, { key: digest(key), identity: id });
+    if (id !== undefined) this.#entries.set(path, { key: contentDigest(key), identity: id });
   }
 
   /** Forgets every path but those in `keep`. */
   retain(keep: ReadonlySet<string>): void {
     for (const path of this.#entries.keys()) if (!keep.has(path)) this.#entries.delete(path);
+  }
+}
+
+/**
+ * Some directory trees as lstat showed every entry of them, each root included, at a moment when
+ * none had changed for TRUSTED_AGE_MS. While each entry still shows the same stat, nothing in the
+ * trees has changed: a file written, chmodded, chowned, replaced or removed changes its own stat,
+ * and an entry added, removed or renamed changes its directory's mtime and ctime. A root absent
+ * then must still be absent.
+ */
+export class TreeStamp {
+  readonly #entries: ReadonlyMap<string, string>;
+
+  private constructor(entries: ReadonlyMap<string, string>) {
+    this.#entries = entries;
+  }
+
+  /**
+   * The trees under `roots` as they are now; undefined when one of their entries changed less
+   * than TRUSTED_AGE_MS before `now` (wall-clock milliseconds), or could not be looked at.
+   */
+  static take(roots: readonly string[], now: number): TreeStamp | undefined {
+    const entries = new Map<string, string>();
+    const walk = (path: string): boolean => {
+      const info = Deno.lstatSync(path);
+      if (info.ctime === null || info.ctime.getTime() > now - TRUSTED_AGE_MS) return false;
+      entries.set(path, statIdentity(info));
+      if (!info.isDirectory) return true;
+      for (const entry of Deno.readDirSync(path)) {
+        if (!walk(join(path, entry.name))) return false;
+      }
+      return true;
+    };
+    try {
+      for (const root of roots) {
+        if (lstatOrUndefined(root) === undefined) entries.set(root, ABSENT);
+        else if (!walk(root)) return undefined;
+      }
+    } catch {
+      // Changed while it was walked (an entry gone), or unreadable: nothing to trust.
+      return undefined;
+    }
+    return new TreeStamp(entries);
+  }
+
+  /** True when every entry shows the stat it had, and every absent root is still absent. */
+  unchanged(): boolean {
+    try {
+      for (const [path, id] of this.#entries) {
+        const info = lstatOrUndefined(path);
+        if ((info === undefined ? ABSENT : statIdentity(info)) !== id) return false;
+      }
+    } catch {
+      return false;
+    }
+    return true;
   }
 }
 

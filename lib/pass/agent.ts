@@ -122,9 +122,12 @@ export class Agent {
     return this.#names.fileOf(id);
   }
 
-  /** Asks every source at once; a failed source is flagged in the snapshot, never faked. */
-  observe(readTracked: TrackedStateReader): Promise<Observation> {
-    return this.#observer.observe(readTracked);
+  /**
+   * Asks every source at once; a failed source is flagged in the snapshot, never faked.
+   * `dirsQuiet`: see Observer.observe.
+   */
+  observe(readTracked: TrackedStateReader, dirsQuiet?: number): Promise<Observation> {
+    return this.#observer.observe(readTracked, dirsQuiet);
   }
 
   /** What a pass would do now, writing nothing (`--once --dry-run`): observe and plan. */
@@ -132,20 +135,23 @@ export class Agent {
     return this.#finish(await this.#observeAndPlan(readTracked));
   }
 
-  /** A full pass, from and into what the agent holds in `stores`. */
-  async pass(stores: AgentStores): Promise<PassReport> {
-    const planned = await this.#observeAndPlan(trackedFromStore(stores.status));
+  /**
+   * A full pass, from and into what the agent holds in `stores`. `dirsQuiet`: the manifest dirs'
+   * watch's `quiet` (lib/daemon/dir_watch.ts), if they are watched.
+   */
+  async pass(stores: AgentStores, dirsQuiet?: number): Promise<PassReport> {
+    const planned = await this.#observeAndPlan(trackedFromStore(stores.status), dirsQuiet);
     await this.#apply(planned);
     await this.#persist(stores, planned);
     this.#judgeStarts(stores, planned);
     return this.#finish(planned);
   }
 
-  async #observeAndPlan(readTracked: TrackedStateReader): Promise<Planned> {
+  async #observeAndPlan(readTracked: TrackedStateReader, dirsQuiet?: number): Promise<Planned> {
     const { clock, log } = this.#opts;
     const started = clock.now();
     const bytesBefore = totalBytesWritten();
-    const obs = await this.observe(readTracked);
+    const obs = await this.observe(readTracked, dirsQuiet);
     this.#failures.newPass(obs.failures, obs.input.observations.apiAvailable);
     for (const p of obs.manifestProblems) log.warn("manifest is not a pod; left alone", p);
     const result = runPass(obs.input);

@@ -11,6 +11,7 @@ import {
   type FileOwner,
   storedFilesOwner,
   versionFileDirs,
+  versionsDir,
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import type { ManifestNames } from "../core/manifest_names.ts";
@@ -50,10 +51,11 @@ import {
   removeStaleVolumeDirs,
   writeVolumeFiles,
 } from "../disk/pod_files.ts";
-import { VerifiedFiles } from "../disk/verified_files.ts";
+import { contentDigest, TreeStamp, VerifiedFiles } from "../disk/verified_files.ts";
 import type { ApiServerClient } from "../sources/apiserver.ts";
 import type { ObjectRef } from "../sources/object_watches.ts";
 import type { FailureKind } from "../sources/types.ts";
+import { isFrozenWhole } from "../util/frozen.ts";
 import type { Logger } from "../util/log.ts";
 import { type Lineage, sameDirIn, versionsInPlace } from "./lineage.ts";
 import type { Observation } from "./observe.ts";
@@ -156,6 +158,8 @@ export interface CheckpointWriterOptions {
 interface Work {
   id: string;
   parent: Pod;
+  /** The digest of the parent as JSON. */
+  parentKey: string;
   /** Its manifest's file name (assignManifestNames). */
   file: string;
   owner: FileOwner;
@@ -166,6 +170,13 @@ interface Work {
   out: Outcome;
   /** Whose heir it might be: the checkpoints tracked this pass. */
   lineage: Lineage;
+}
+
+/** What the first look at a checkpoint found it needs. */
+interface Look {
+  refreshDue: boolean;
+  /** The digest of the parent as JSON. */
+  parentKey: string;
 }
 
 /** A candidate as this process watches it, with why it waits. */
@@ -194,6 +205,18 @@ export class CheckpointWriter {
   readonly #candidates = new Map<string, WatchedCandidate>();
   /** Per parent: the objects it needs, and their versions when its files were last stored. */
   readonly #objects = new Map<string, { refs: ObjectRef[]; versions?: string }>();
+  /**
+   * Per parent whose last look was a refresh that found its kept version and every file in
+   * place: what that refresh was made from (the parent, its objects' versions as their watches
+   * knew them) and its versions and file directories as lstat showed them then.
+   */
+  readonly #inPlace = new Map<string, { inputs: string; trees: TreeStamp }>();
+  /** Parents frozen whole (lib/util/frozen.ts), and the digest of each as JSON. */
+  readonly #parentKeys = new WeakMap<Pod, string>();
+  /** Per parent: its inactive manifest's file name and path. */
+  readonly #manifests = new Map<string, { file: string; path: string }>();
+  /** The objects watchObjects was last told of, as each parent's list. */
+  #watched: readonly ObjectRef[][] = [];
 
   constructor(opts: CheckpointWriterOptions) {
     this.#opts = opts;
@@ -217,25 +240,31 @@ export class CheckpointWriter {
   forget(id: string) {
     this.#candidates.delete(id);
     this.#refreshedAt.delete(id);
+    this.#inPlace.delete(id);
   }
 
   /** The sanitized manifest of every tracked parent, then its secrets and configmaps. */
   async write(result: PassResult, obs: Observation, names: ManifestNames, report: PassReport) {
-    const { config, writes } = this.#opts;
+    const { writes } = this.#opts;
     const now = obs.input.now;
     const apiAvailable = obs.input.observations.apiAvailable;
     const ids = checkpointedIds(result);
+    // Most passes find most checkpoints as they were left: those are told apart first, without
+    // a turn of the event loop each, and only the others are worked on.
+    const looks = new Map<string, Look>();
+    for (const id of ids) {
+      const look = this.#look(id, result.parents.get(id)!, names.names.get(id), now, obs);
+      if (look !== "as left") looks.set(id, look);
+    }
     const blocked = new Map(names.blocked.map((b) => [b.id, b.reason]));
-    const manifestOf = (id: string, file: string) =>
-      checkpointPaths(this.#paths, id, file).inactiveManifest;
     const refresh: Refresh = { apiUnavailable: false };
-    const running = new Set(obs.running.map((r) => r.uid));
+    const running = new Set(looks.size === 0 ? [] : obs.running.map((r) => r.uid));
     const lineage: Lineage = {
-      tracked: [...result.tracked.keys()],
+      tracked: looks.size === 0 ? [] : [...result.tracked.keys()],
       parents: result.parents,
       names,
     };
-    await writes.forEachCheckpoint(report, ids, async (id, out) => {
+    await writes.forEachCheckpoint(report, [...looks.keys()], async (id, out) => {
       const parent = result.parents.get(id)!;
       await writes.attempt(out, "checkpoint", id, async () => {
         const owner = storedFilesOwner(parent);
@@ -244,21 +273,13 @@ export class CheckpointWriter {
         if (file === undefined) {
           throw new Error(`no file name is free for its manifest (${blocked.get(id)}); left alone`);
         }
-        const last = this.#refreshedAt.get(id);
-        const refreshDue = last === undefined ||
-          now - last >= millisToDuration(config.refreshIntervalMs) || this.#objectsChanged(id);
-        // The manifest is made from the parent alone: the same parent, and a file untouched
-        // since it was last checked, mean nothing to do until the refresh falls due. A
-        // candidate also waits on time, so it is looked at on every pass.
-        const manifest = manifestOf(id, file);
-        const parentJson = JSON.stringify(parent);
-        if (
-          !refreshDue && !this.#candidates.has(id) &&
-          this.#checkedManifests.unchanged(manifest, parentJson)
-        ) return;
+        const { refreshDue, parentKey } = looks.get(id)!;
+        const manifest = this.#manifestOf(id, file);
+        this.#inPlace.delete(id);
         const work: Work = {
           id,
           parent,
+          parentKey,
           file,
           owner,
           now,
@@ -273,7 +294,7 @@ export class CheckpointWriter {
           active: actionOf(result.tracked.get(id)!) === "start",
         });
         if (await this.#checkpoint(work, manifest, ready.ready)) {
-          this.#checkedManifests.checked(manifest, parentJson);
+          this.#checkedManifests.checked(manifest, { digest: parentKey });
         }
       });
     });
@@ -283,17 +304,85 @@ export class CheckpointWriter {
       // stays whatever happens to the parent; the planner decides about that.
       await writes.attempt(report, "checkpoint", id, () => this.#discard(id, "parent not seen"));
     }
-    for (const memory of [this.#refreshedAt, this.#warned, this.#objects, this.#storedFiles]) {
+    for (
+      const memory of [
+        this.#refreshedAt,
+        this.#warned,
+        this.#objects,
+        this.#storedFiles,
+        this.#inPlace,
+        this.#manifests,
+      ]
+    ) {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
-    // The objects the checkpoints need are watched, and no others.
-    this.#opts.apiServer.watchObjects?.([...this.#objects.values()].flatMap((o) => o.refs));
+    // The objects the checkpoints need are watched, and no others; told again only when that
+    // changed.
+    const refs = [...this.#objects.values()].map((o) => o.refs);
+    if (refs.length !== this.#watched.length || refs.some((r, i) => r !== this.#watched[i])) {
+      this.#opts.apiServer.watchObjects?.(refs.flat());
+      this.#watched = refs;
+    }
     this.#checkedManifests.retain(
       new Set(ids.flatMap((id) => {
         const file = names.names.get(id);
-        return file === undefined ? [] : [manifestOf(id, file)];
+        return file === undefined ? [] : [this.#manifestOf(id, file)];
       })),
     );
+  }
+
+  /**
+   * A first look at one parent's checkpoint, from what this process remembers and a stat:
+   * "as left" when this pass has nothing to do for it. The manifest is made from the parent
+   * alone: the same parent, and a file untouched since it was last checked, mean nothing to do
+   * until the refresh falls due. A candidate also waits on time, so it is looked at on every
+   * pass.
+   */
+  #look(
+    id: string,
+    parent: Pod,
+    file: string | undefined,
+    now: Instant,
+    obs: Observation,
+  ): Look | "as left" {
+    const last = this.#refreshedAt.get(id);
+    const refreshDue = last === undefined ||
+      now - last >= millisToDuration(this.#opts.config.refreshIntervalMs) ||
+      this.#objectsChanged(id);
+    const parentKey = this.#parentKey(parent);
+    const manifest = file === undefined ? undefined : this.#manifestOf(id, file);
+    // No stat when the inactive dir is watched and nothing there changed since the last pass.
+    const checked = manifest !== undefined &&
+      (obs.manifestDirsQuiet
+        ? this.#checkedManifests.held(manifest, { digest: parentKey })
+        : this.#checkedManifests.unchanged(manifest, { digest: parentKey }));
+    if (checked && !this.#candidates.has(id)) {
+      if (!refreshDue) return "as left";
+      // A refresh from the same inputs over the same trees would find everything in place.
+      if (obs.input.observations.apiAvailable && this.#stillInPlace(id, parentKey)) {
+        this.#refreshedAt.set(id, now);
+        return "as left";
+      }
+    }
+    return { refreshDue, parentKey };
+  }
+
+  /** The digest of `parent` as JSON, kept by identity for a parent that cannot change. */
+  #parentKey(parent: Pod): string {
+    const known = this.#parentKeys.get(parent);
+    if (known !== undefined) return known;
+    const key = contentDigest(JSON.stringify(parent));
+    if (isFrozenWhole(parent)) this.#parentKeys.set(parent, key);
+    return key;
+  }
+
+  /** The path of a checkpoint's inactive manifest, under `file`. */
+  #manifestOf(id: string, file: string): string {
+    const known = this.#manifests.get(id);
+    if (known?.file === file) return known.path;
+    const path = checkpointPaths(this.#paths, id, file).inactiveManifest;
+    this.#manifests.set(id, { file, path });
+    return path;
   }
 
   /**
@@ -352,6 +441,7 @@ export class CheckpointWriter {
             await writeOrigin(this.#paths, id, keptVersion, originNow(parent, work.now));
           }
           await this.#refreshFiles(work, asKept, keptVersion, false);
+          this.#stampInPlace(work, keptVersion);
         }
         return true;
       case "wait":
@@ -586,6 +676,38 @@ export class CheckpointWriter {
       }
     }
     return { data, complete };
+  }
+
+  /**
+   * After a refresh of the kept version: what it was made from and the trees it looked at, if
+   * every file was stored from watched objects and nothing in the trees was just changed.
+   */
+  #stampInPlace(work: Work, version: number) {
+    const { id, parent, now } = work;
+    const objects = this.#objects.get(id);
+    if (this.#refreshedAt.get(id) !== now || objects?.versions === undefined) return;
+    const { namespace, name } = parent.metadata;
+    const trees = TreeStamp.take(
+      [
+        versionsDir(this.#paths, id),
+        ...versionFileDirs(this.#opts.config, namespace, name, version),
+      ],
+      Date.now(),
+    );
+    if (trees) this.#inPlace.set(id, { inputs: `${work.parentKey} ${objects.versions}`, trees });
+  }
+
+  /**
+   * The parent and its objects' versions are those of the refresh that last found its kept
+   * version and every file in place, and nothing in its trees has changed since.
+   */
+  #stillInPlace(id: string, parentKey: string): boolean {
+    const inPlace = this.#inPlace.get(id);
+    const objects = this.#objects.get(id);
+    if (inPlace === undefined || objects === undefined) return false;
+    const versions = this.#versionsOf(objects.refs);
+    return versions !== undefined && inPlace.inputs === `${parentKey} ${versions}` &&
+      inPlace.trees.unchanged();
   }
 
   /** The versions of watched objects, one string; undefined while one is not known. */

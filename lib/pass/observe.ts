@@ -9,11 +9,17 @@ import type { PassInput } from "../core/pass.ts";
 import { inNamespaces, isCheckpoint, type Pod, podId } from "../core/pod.ts";
 import type { CheckpointState } from "../core/state.ts";
 import { type Clock, millisToDuration } from "../core/time.ts";
-import { manifestCache, manifestIndex, readManifestDir } from "../disk/manifests.ts";
+import {
+  manifestCache,
+  type ManifestDir,
+  manifestIndex,
+  readManifestDir,
+} from "../disk/manifests.ts";
 import type { RunningPod } from "../sources/cri.ts";
 import type { NodeSources } from "../sources/node.ts";
 import { type SourceFailure, type SourceResult, succeeded } from "../sources/types.ts";
 import { stateOfRecord, type StatusRecord } from "../store/status_record.ts";
+import { deepFreeze } from "../util/frozen.ts";
 import { readStatusRecords } from "../store/status_store.ts";
 
 /**
@@ -50,6 +56,11 @@ export interface Observation {
   manifestProblems: { file: string; problem: string }[];
   /** Every file in both manifest dirs when they were read, and the checkpoint each holds. */
   manifestFiles: ManifestListing;
+  /**
+   * The pass is at rest and a watch of the manifest dirs told no change since the last pass
+   * looked at them: every file there is as that pass found it (the dirs were not read again).
+   */
+  manifestDirsQuiet: boolean;
 }
 
 function runningAsPod(r: RunningPod): Pod {
@@ -83,6 +94,8 @@ export function atRest(
 export class Observer {
   /** Both manifest directories as last read: an unchanged file is not read and parsed again. */
   readonly #manifestCaches = { active: manifestCache(), inactive: manifestCache() };
+  /** Both manifest directories as the last pass saw them, and the watch's `quiet` before. */
+  #dirs?: { quiet: number; active: ManifestDir; inactive: ManifestDir };
 
   constructor(
     private readonly config: Config,
@@ -90,28 +103,42 @@ export class Observer {
     private readonly clock: Clock,
   ) {}
 
-  /** Asks every source at once; the API server itself only when its watch cannot answer. */
-  async observe(readTracked: TrackedStateReader): Promise<Observation> {
+  /**
+   * Asks every source at once; the API server itself only when its watch cannot answer.
+   * `dirsQuiet`: the manifest dirs' watch's `quiet` now (lib/daemon/dir_watch.ts), if they are
+   * watched; the same as the last pass's, and the pass at rest, the dirs are not read again.
+   */
+  async observe(readTracked: TrackedStateReader, dirsQuiet?: number): Promise<Observation> {
     const { config, sources } = this;
     const now = this.clock.now();
     // Without a watch in sync, only the API server can tell: asked with the others.
     const listing = sources.apiServer.watchedNodePods?.(config.nodeName) === undefined
       ? sources.apiServer.listNodePods(config.nodeName)
       : undefined;
-    const [kubelet, runtime, active, inactive, tracked] = await Promise.all([
+    const known = listing === undefined && dirsQuiet !== undefined &&
+        this.#dirs?.quiet === dirsQuiet
+      ? this.#dirs
+      : undefined;
+    const [kubelet, runtime, dirs, tracked] = await Promise.all([
       sources.kubelet.listPods(),
       sources.runtime.listRunningPods(),
-      readManifestDir(config.staticPodDir, this.#manifestCaches.active),
-      readManifestDir(config.inactiveDir, this.#manifestCaches.inactive),
+      known ?? this.#readDirs(),
       readTracked(),
     ]);
-    const api = await (listing ??
-      this.#watchedOrListed(tracked, runtime.ok ? runtime.value : undefined, active.pods));
+    const running = runtime.ok ? runtime.value : undefined;
+    const answer = listing
+      ? { api: await listing, watched: false }
+      : await this.#watchedOrListed(tracked, running, dirs.active.pods);
+    const { api } = answer;
+    // Only a pass at rest goes without reading the dirs: any other may be a failover.
+    const quiet = known !== undefined && answer.watched;
+    const { active, inactive } = known && !quiet ? await this.#readDirs() : dirs;
+    this.#dirs = dirsQuiet === undefined ? undefined : { quiet: dirsQuiet, active, inactive };
     const failures: SourceFailure[] = [];
     const keep = inNamespaces(config.namespaces);
     const apiPods = valueOr(api, failures);
     const kubeletPods = valueOr(kubelet, failures);
-    const running = valueOr(runtime, failures);
+    valueOr(runtime, failures);
     return {
       input: {
         now,
@@ -133,7 +160,16 @@ export class Observer {
       running: running ?? [],
       manifestProblems: [...active.problems, ...inactive.problems],
       manifestFiles: { active: manifestIndex(active), inactive: manifestIndex(inactive) },
+      manifestDirsQuiet: quiet,
     };
+  }
+
+  async #readDirs(): Promise<{ active: ManifestDir; inactive: ManifestDir }> {
+    const [active, inactive] = await Promise.all([
+      readManifestDir(this.config.staticPodDir, this.#manifestCaches.active),
+      readManifestDir(this.config.inactiveDir, this.#manifestCaches.inactive),
+    ]);
+    return { active, inactive };
   }
 
   /**
@@ -142,16 +178,20 @@ export class Observer {
    * fails with 503: answering from the watch then would vouch for an etcd that is not running,
    * its checkpoint would never be activated, and the control plane would never come back.
    */
-  #watchedOrListed(
+  async #watchedOrListed(
     tracked: ReadonlyMap<string, CheckpointState>,
     running: readonly RunningPod[] | undefined,
     staticPods: readonly Pod[],
-  ): Promise<SourceResult<Pod[]>> {
+  ): Promise<{ api: SourceResult<Pod[]>; watched: boolean }> {
     const { config, sources } = this;
     const watched = sources.apiServer.watchedNodePods?.(config.nodeName);
     if (watched !== undefined && atRest(tracked, running, staticPods)) {
-      return Promise.resolve(succeeded(watched));
+      // The watch replaces a pod it holds when the pod changes, never changes it: frozen, an
+      // unchanged pod is the same object from pass to pass, and what a pass derives from it
+      // can be kept (lib/pass/checkpoints.ts).
+      for (const pod of watched) deepFreeze(pod);
+      return { api: succeeded(watched), watched: true };
     }
-    return sources.apiServer.listNodePods(config.nodeName);
+    return { api: await sources.apiServer.listNodePods(config.nodeName), watched: false };
   }
 }

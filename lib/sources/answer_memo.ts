@@ -6,13 +6,8 @@
  * what every later pass gets, and now throws instead.
  */
 import { createHash } from "node:crypto";
+import { deepFreeze } from "../util/frozen.ts";
 import type { SourceResult } from "./types.ts";
-
-function deepFreeze(value: unknown) {
-  if (typeof value !== "object" || value === null || Object.isFrozen(value)) return;
-  Object.freeze(value);
-  for (const inner of Object.values(value)) deepFreeze(inner);
-}
 
 export class AnswerMemo<T> {
   #digest: string | undefined;

@@ -173,3 +173,69 @@ async function sentinel(dir: string, suffix = ""): Promise<string> {
   await Deno.writeTextFile(path, "");
   return path;
 }
+
+Deno.test("dir watch: `quiet` holds while nothing is told, and moves with every change and every watch started or stopped", async () => {
+  await withWatched({}, async ({ inactive, watcher, toldFor }) => {
+    const file = join(inactive, "kube-system-a.json");
+    await toldFor(() => Deno.writeTextFile(file, "{}"));
+    const settled = watcher.quiet;
+    assert(settled !== undefined);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assertEquals(watcher.quiet, settled);
+    // A read is not told; the sentinel after it is, and moves it.
+    assertEquals(await toldFor(() => Deno.readTextFile(file)), []);
+    const afterRead = watcher.quiet!;
+    assert(afterRead > settled);
+    await Deno.chmod(file, 0o600);
+    await toldFor(() => Promise.resolve());
+    assert(watcher.quiet! > afterRead);
+    watcher.close();
+    assertEquals(watcher.quiet, undefined);
+  });
+});
+
+Deno.test("dir watch: an overflow of the kernel's queue runs a pass and moves `quiet`", async () => {
+  // Overflowing inotify for real takes lowering fs.inotify.max_queued_events for the whole
+  // machine; Deno tells an overflow as an event with no path and the `rescan` flag, which is
+  // what this watch adds to the kernel's own events.
+  let overflow: (() => void) | undefined;
+  const watchFs: WatchFs = (paths, options) => {
+    const real = Deno.watchFs(paths, options);
+    const extra: Deno.FsEvent[] = [];
+    let wake: (() => void) | undefined;
+    overflow = () => {
+      extra.push({ kind: "other", paths: [], flag: "rescan" });
+      wake?.();
+    };
+    const iterator = real[Symbol.asyncIterator]();
+    let pending: Promise<IteratorResult<Deno.FsEvent>> | undefined;
+    return Object.assign(Object.create(real), {
+      close: () => real.close(),
+      [Symbol.asyncIterator]: () => ({
+        async next(): Promise<IteratorResult<Deno.FsEvent>> {
+          for (;;) {
+            const queued = extra.shift();
+            if (queued) return { value: queued, done: false };
+            pending ??= iterator.next();
+            const woken = new Promise<"woken">((resolve) => wake = () => resolve("woken"));
+            const got = await Promise.race([pending, woken]);
+            if (got === "woken") continue;
+            pending = undefined;
+            return got;
+          }
+        },
+      }),
+    });
+  };
+  await withWatched({ watchFs }, async ({ watcher, told, until, inactive }) => {
+    await sentinel(inactive, "0");
+    await until(join(inactive, "sentinel0"));
+    const before = watcher.quiet!;
+    overflow!();
+    for (let i = 0; i < 400 && !told.includes("other rescan"); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assertEquals(told, ["other rescan"]);
+    assert(watcher.quiet! > before);
+  });
+});

@@ -4,10 +4,12 @@
  * open while its lists fail: the watch's copy must not vouch for parents that are not running.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import { Agent } from "../../lib/pass/agent.ts";
-import { atRest } from "../../lib/pass/observe.ts";
+import { atRest, trackedFromStore } from "../../lib/pass/observe.ts";
+import type { Pod } from "../../lib/core/pod.ts";
+import { isFrozenWhole } from "../../lib/util/frozen.ts";
 import { connectNode } from "../../lib/sources/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
 import type { SimNode } from "../../lib/sim/node.ts";
@@ -22,9 +24,15 @@ interface Watching {
   pass(): ReturnType<Agent["pass"]>;
   /** The node's pods are watched, in sync. */
   watched(): boolean;
+  /** The node's pods as their watch holds them. */
+  watchedPods(): Pod[] | undefined;
   clock: ManualClock;
   /** Every change the sources told, in order. */
   told: string[];
+  /** Secrets and configmaps the pass asked the client for, whether a watch or a GET answered. */
+  asked(): number;
+  /** What a pass would see, given the manifest dirs' watch's `quiet`. */
+  observe(dirsQuiet?: number): ReturnType<Agent["observe"]>;
 }
 
 async function withWatchingAgent(
@@ -36,6 +44,10 @@ async function withWatchingAgent(
     const config = node.config();
     // Files written by the test count as settled: the clients are not built again.
     const sources = await connectNode(config, { watch: true, now: () => Date.now() + 2_000 });
+    let asked = 0;
+    const { getSecret, getConfigMap } = sources.apiServer;
+    sources.apiServer.getSecret = (...args) => (asked++, getSecret(...args));
+    sources.apiServer.getConfigMap = (...args) => (asked++, getConfigMap(...args));
     const told: string[] = [];
     sources.changes?.subscribe((reason) => told.push(reason));
     const log = new LogCapture();
@@ -49,7 +61,10 @@ async function withWatchingAgent(
         return report;
       };
       const watched = () => sources.apiServer.watchedNodePods?.(config.nodeName) !== undefined;
-      await fn({ node, pass, watched, clock, told });
+      const watchedPods = () => sources.apiServer.watchedNodePods?.(config.nodeName);
+      const observe = (dirsQuiet?: number) =>
+        agent.observe(trackedFromStore(stores.status), dirsQuiet);
+      await fn({ node, pass, watched, watchedPods, clock, told, asked: () => asked, observe });
     } finally {
       sources.close?.();
       sources.runtime.close();
@@ -65,7 +80,7 @@ function storedSecret(node: SimNode, path: string): string {
 }
 
 Deno.test("at rest the watch answers for the API server: a pass lists nothing", async () => {
-  await withWatchingAgent(async ({ node, pass, watched }) => {
+  await withWatchingAgent(async ({ node, pass, watched, watchedPods }) => {
     await until("the pods are watched", watched);
     const first = await pass();
     assert(first.complete, JSON.stringify(first.failures));
@@ -81,6 +96,9 @@ Deno.test("at rest the watch answers for the API server: a pass lists nothing", 
     assertEquals(second.failures, []);
     for (const id of parents) assertEquals(second.plan.state[id], { state: "inactive" });
     assertEquals(podLists(), lists);
+    // What the watch answered with is frozen whole: the pass may keep what it derives from it.
+    const pods = watchedPods()!;
+    assert(pods.length > 0 && pods.every(isFrozenWhole));
   });
 });
 
@@ -162,6 +180,120 @@ Deno.test("a stored file changed or deleted by hand is put back at the next refr
   });
 });
 
+/** The entry last changed under `dirs`, the dirs included. */
+function lastChanged(dirs: string[]): string {
+  let last = { path: dirs[0], ctime: 0 };
+  const walk = (path: string) => {
+    const info = Deno.lstatSync(path);
+    if (info.ctime!.getTime() >= last.ctime) last = { path, ctime: info.ctime!.getTime() };
+    if (info.isDirectory) { for (const e of Deno.readDirSync(path)) walk(join(path, e.name)); }
+  };
+  dirs.forEach(walk);
+  return last.path;
+}
+
+/** The objects' watches are open and in sync, and every file the agent wrote is settled. */
+async function untilAtRest(node: SimNode) {
+  await until("the objects are watched", () => node.apiServer.watchesOpen() > 1);
+  const open = node.apiServer.watchesOpen();
+  await until("every object in sync", () => node.apiServer.requestsByVerb().watch >= open);
+  const { secretsDir, configmapsDir, inactiveDir } = node.config();
+  await untilSettled(lastChanged([secretsDir, configmapsDir, inactiveDir]));
+}
+
+Deno.test("a refresh with nothing changed makes no checkpoint again; a change by hand or by watch is still stored", async () => {
+  await withWatchingAgent(async ({ node, pass, watched, clock, told, asked }) => {
+    await until("the pods are watched", watched);
+    await pass();
+    await pass();
+    await untilAtRest(node);
+    const path = join(node.config().secretsDir, API_SERVER_CA);
+    const dir = dirname(path);
+    const stored = storedSecret(node, API_SERVER_CA);
+    /** A refresh: the files it stored, and how many objects it asked for. */
+    const refresh = async () => {
+      clock.advance(node.config().refreshIntervalMs);
+      const before = asked();
+      const report = await pass();
+      assertEquals(report.failures, []);
+      return {
+        files: report.applied.filter((a) => a.op === "files").length,
+        asked: asked() - before,
+      };
+    };
+    // The first refresh over settled files checks them all and finds them in place.
+    const first = await refresh();
+    assertEquals(first.files, 0);
+    assert(first.asked > 0);
+    const requests = node.apiServer.requests.length;
+    // From then on, nothing is asked or made while nothing changes.
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    assertEquals(node.apiServer.requests.length, requests);
+
+    // Same size, mtime set back: only its ctime tells.
+    const { mtime } = Deno.lstatSync(path);
+    Deno.writeTextFileSync(path, "x".repeat(new TextEncoder().encode(stored).length));
+    Deno.utimeSync(path, mtime!, mtime!);
+    assertEquals((await refresh()).files, 1);
+    assertEquals(storedSecret(node, API_SERVER_CA), stored);
+
+    await untilAtRest(node);
+    assert((await refresh()).asked > 0);
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    Deno.removeSync(path);
+    assertEquals((await refresh()).files, 1);
+    assertEquals(storedSecret(node, API_SERVER_CA), stored);
+
+    // A file added by hand beside the stored ones goes too.
+    await untilAtRest(node);
+    await refresh();
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    const extra = join(dir, "extra.crt");
+    Deno.writeTextFileSync(extra, "not ours");
+    assertEquals((await refresh()).files, 1);
+    assertEquals(
+      [...Deno.readDirSync(dir)].some((e) => e.name === "extra.crt"),
+      false,
+    );
+
+    // A change told by the watch is stored at the next pass, refresh due or not.
+    await untilAtRest(node);
+    await refresh();
+    assertEquals(await refresh(), { files: 0, asked: 0 });
+    const toldBefore = told.length;
+    node.apiServer.setSecret("kube-system", "kube-apiserver", { "ca.crt": "rotated" });
+    await until("the change is told", () => told.slice(toldBefore).includes("secret changed"));
+    await pass();
+    assertEquals(storedSecret(node, API_SERVER_CA), "rotated");
+  });
+});
+
+Deno.test("a pass at rest whose manifest dirs' watch told nothing since the last does not read them; any other pass does", async () => {
+  await withWatchingAgent(async ({ node, pass, watched, observe }) => {
+    await until("the pods are watched", watched);
+    await pass();
+    await pass();
+    const inactive = () => [...Deno.readDirSync(node.config().inactiveDir)];
+    const listed = (obs: Awaited<ReturnType<typeof observe>>) =>
+      [obs.manifestDirsQuiet, obs.input.observations.inactiveCheckpoints.length] as const;
+    const files = inactive().filter((e) => e.isFile).map((e) => e.name);
+    assert(files.length > 1);
+    assertEquals(listed(await observe(7)), [false, files.length]);
+    // Removed behind a watch that told nothing: such a pass goes on what the last one read.
+    Deno.removeSync(join(node.config().inactiveDir, files[0]));
+    assertEquals(listed(await observe(7)), [true, files.length]);
+    assertEquals(listed(await observe()), [false, files.length - 1]);
+    assertEquals(listed(await observe(8)), [false, files.length - 1]);
+    assertEquals(listed(await observe(8)), [true, files.length - 1]);
+
+    // Not at rest (the control plane's parents stopped): the dirs are read, whatever was told.
+    await node.loseControlPlane("etcd-gone");
+    Deno.removeSync(join(node.config().inactiveDir, files[1]));
+    assertEquals(listed(await observe(8)), [false, files.length - 2]);
+  });
+});
+
 for (const mode of ["forbidden", "method-not-allowed"] as const) {
   Deno.test(`watches refused (${mode}): the pass lists, and GETs store and refresh the files`, async () => {
     await withWatchingAgent(async ({ node, pass, clock }) => {
@@ -175,6 +307,14 @@ for (const mode of ["forbidden", "method-not-allowed"] as const) {
       assertEquals(storedSecret(node, API_SERVER_CA), "rotated");
       assert(node.apiServer.requestsByVerb().list > lists);
       assertEquals(node.apiServer.watchesOpen(), 0);
+      // Unchanged since, an object no watch knows is still asked at every refresh.
+      await untilSettled(dirname(join(node.config().secretsDir, API_SERVER_CA)));
+      for (let i = 0; i < 2; i++) {
+        const gets = node.apiServer.requestsByVerb().get;
+        clock.advance(node.config().refreshIntervalMs);
+        await pass();
+        assert(node.apiServer.requestsByVerb().get > gets);
+      }
     }, (node) => node.apiServer.setWatchMode(mode));
   });
 }

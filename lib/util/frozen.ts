@@ -1,0 +1,25 @@
+/**
+ * Values frozen whole: nothing can change them any more, and a reader that tries throws. What
+ * is derived from one (its JSON, a digest) can then be kept by the value's identity.
+ */
+const frozenWhole = new WeakSet<object>();
+
+/** Freezes `value` and everything in it, down to what is already frozen whole. */
+function freezeAll(value: unknown) {
+  if (typeof value !== "object" || value === null || frozenWhole.has(value)) return;
+  Object.freeze(value);
+  for (const inner of Object.values(value)) freezeAll(inner);
+}
+
+/** `value`, frozen whole (plain data: objects, arrays, primitives). */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value !== "object" || value === null) return value;
+  freezeAll(value);
+  frozenWhole.add(value);
+  return value;
+}
+
+/** Whether `value` went through deepFreeze. */
+export function isFrozenWhole(value: unknown): boolean {
+  return typeof value === "object" && value !== null && frozenWhole.has(value);
+}
