@@ -14,7 +14,8 @@ import type { Logger } from "../util/log.ts";
 import { nextDeadline } from "./deadlines.ts";
 import { DirWatcher, type WatchFs } from "./dir_watch.ts";
 import { HeapTrimmer } from "./memory.ts";
-import { type PassCause, PassScheduler, type Timers } from "./pass_scheduler.ts";
+import type { Timers } from "../util/timers.ts";
+import { type PassCause, PassScheduler } from "./pass_scheduler.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
 import { REACHABILITY } from "../sources/changes.ts";
 

@@ -23,6 +23,7 @@
  * data: the pass observes everything again, so merging triggers loses nothing.
  */
 import type { Logger } from "../util/log.ts";
+import { MAX_TIMER_MS, realTimers, type Timers } from "../util/timers.ts";
 
 export const TRIGGERS = [
   "start",
@@ -43,28 +44,6 @@ export interface PassCause {
   /** How many triggers this one pass answers. */
   triggers: number;
 }
-
-/** The scheduler's time: monotonic milliseconds and one-shot timers; a test drives its own. */
-export interface Timers {
-  now(): number;
-  /** Calls `fn` once after `ms`, unless the returned function is called first. */
-  after(ms: number, fn: () => void): () => void;
-}
-
-/**
- * The longest a timer can wait: setTimeout fires at once for anything longer. A deadline further
- * off (a grace period of months) gets a pass at this delay, which finds it still ahead and waits
- * again.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
-
-export const realTimers: Timers = {
-  now: () => performance.now(),
-  after: (ms, fn) => {
-    const timer = setTimeout(fn, Math.min(ms, MAX_TIMER_MS));
-    return () => clearTimeout(timer);
-  },
-};
 
 /**
  * How long a `change` or `files` trigger waits for others: the watches tell a pod's update as

@@ -11,7 +11,8 @@
  * A server that does not pick HTTP/2 in the TLS handshake gets the watches over fetch instead,
  * spread the same way over fetch's clients (one pool of connections each).
  */
-import { H2Connection, type H2Stream, type H2Timers, realH2Timers } from "./h2/connection.ts";
+import { realTimers, type Timers } from "../util/timers.ts";
+import { H2Connection, type H2Stream } from "./h2/connection.ts";
 import type { StreamHandlers } from "./h2/connection.ts";
 import type { HeaderField } from "./h2/hpack.ts";
 
@@ -106,14 +107,14 @@ export interface WatchClientsOptions {
   /** How long a connection may take to be ready (TCP, TLS, the server's SETTINGS). */
   timeoutMs: number;
   perConnection?: number;
-  timers?: H2Timers;
+  timers?: Timers;
 }
 
 export class WatchClients {
   readonly #connect?: ConnectH2;
   readonly #perConnection: number;
   readonly #timeoutMs: number;
-  readonly #timers: H2Timers;
+  readonly #timers: Timers;
   readonly #fetch: FetchClients;
   /** Set once a server did not pick HTTP/2: every watch goes over fetch from then on. */
   #overFetch: boolean;
@@ -123,7 +124,7 @@ export class WatchClients {
     this.#connect = options.connect;
     this.#perConnection = options.perConnection ?? WATCHES_PER_CONNECTION;
     this.#timeoutMs = options.timeoutMs;
-    this.#timers = options.timers ?? realH2Timers;
+    this.#timers = options.timers ?? realTimers;
     this.#fetch = new FetchClients(options.makeFetch, this.#perConnection);
     this.#overFetch = options.connect === undefined;
   }

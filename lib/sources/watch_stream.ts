@@ -21,7 +21,8 @@ import {
   statusFailure,
 } from "./http.ts";
 import { failed, type FailureKind, type SourceFailure } from "./types.ts";
-import type { H2Stream, H2Timers, StreamHandlers } from "./h2/connection.ts";
+import type { Timers } from "../util/timers.ts";
+import type { H2Stream, StreamHandlers } from "./h2/connection.ts";
 import type { HeaderField } from "./h2/hpack.ts";
 import { WatchClients } from "./watch_clients.ts";
 
@@ -185,7 +186,7 @@ class WatchBody {
  */
 export function watchClients(
   target: HttpTarget,
-  options: { overFetch?: boolean; timers?: H2Timers } = {},
+  options: { overFetch?: boolean; timers?: Timers } = {},
 ): WatchClients | undefined {
   const tls = target.tls;
   const direct = (target.proxy ?? { kind: "direct" }).kind === "direct";

@@ -11,7 +11,7 @@ import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon/daemon.ts";
-import type { Timers } from "../../lib/daemon/pass_scheduler.ts";
+import type { Timers } from "../../lib/util/timers.ts";
 import type { ChangeFeed } from "../../lib/sources/changes.ts";
 import { LogCapture } from "../helpers/log_capture.ts";
 import { connectNode } from "../../lib/sources/node.ts";

@@ -8,12 +8,12 @@ import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/stric
 import {
   COALESCE_MS,
   MAX_SPACING_MS,
-  MAX_TIMER_MS,
   MIN_SPACING_MS,
   type PassCause,
   PassScheduler,
   spacingMs,
 } from "../../lib/daemon/pass_scheduler.ts";
+import { MAX_TIMER_MS } from "../../lib/util/timers.ts";
 import { createLogger } from "../../lib/util/log.ts";
 import { ManualTimers, settle } from "../helpers/manual_timers.ts";
 

@@ -3,7 +3,7 @@
  * fires until the test advances past it, and then in order of due time, each after what the one
  * before it set off has settled.
  */
-import type { Timers } from "../../lib/daemon/pass_scheduler.ts";
+import type { Timers } from "../../lib/util/timers.ts";
 
 /** Lets the promise callbacks that are queued, and those they queue, run. */
 export async function settle() {

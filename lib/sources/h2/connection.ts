@@ -11,22 +11,8 @@
  * so a peer gone without a word fails the connection's streams in under a minute.
  */
 import { concatBytes } from "../../util/bytes.ts";
+import { realTimers, type Timers } from "../../util/timers.ts";
 import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpack.ts";
-
-/** Time as the connection sees it; tests move it by hand. */
-export interface H2Timers {
-  now(): number;
-  /** Calls `fn` once after `ms`, unless the returned function is called first. */
-  after(ms: number, fn: () => void): () => void;
-}
-
-export const realH2Timers: H2Timers = {
-  now: () => performance.now(),
-  after: (ms, fn) => {
-    const timer = setTimeout(fn, ms);
-    return () => clearTimeout(timer);
-  },
-};
 
 /** client-go's HTTP2_READ_IDLE_TIMEOUT_SECONDS and HTTP2_PING_TIMEOUT_SECONDS defaults. */
 export const READ_IDLE_MS = 30_000;
@@ -191,7 +177,7 @@ export interface H2ConnectionEvents {
 
 export class H2Connection {
   readonly #conn: Deno.Conn;
-  readonly #timers: H2Timers;
+  readonly #timers: Timers;
   readonly #events: H2ConnectionEvents;
   readonly #streams = new Map<number, StreamState>();
   readonly #decoder = new HpackDecoder();
@@ -216,7 +202,7 @@ export class H2Connection {
   #writes: Uint8Array[] = [];
   #writing = false;
 
-  constructor(conn: Deno.Conn, events: H2ConnectionEvents, timers: H2Timers = realH2Timers) {
+  constructor(conn: Deno.Conn, events: H2ConnectionEvents, timers: Timers = realTimers) {
     this.#conn = conn;
     this.#events = events;
     this.#timers = timers;
