@@ -17,7 +17,7 @@ import { HeapTrimmer } from "./memory.ts";
 import type { Timers } from "../util/timers.ts";
 import { type PassCause, PassScheduler } from "./pass_scheduler.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
-import { REACHABILITY } from "../sources/changes.ts";
+import { API_LOST, REACHABILITY } from "../sources/changes.ts";
 
 export type PassListener = (report: PassReport, cause: PassCause) => void;
 
@@ -37,6 +37,8 @@ export class Daemon {
   readonly startedAt: Instant;
   /** When the pass under way started; undefined between passes. */
   #passStartedAt?: Instant;
+  /** Aborted when the API server is lost while the pass under way runs (Agent.pass `cut`). */
+  #cut?: AbortController;
   /** When a pass last finished, complete or not: the loop's heartbeat. */
   lastTick?: Instant;
   lastReport?: PassReport;
@@ -97,11 +99,16 @@ export class Daemon {
 
   async #pass(cause: PassCause): Promise<PassReport> {
     this.#passStartedAt = this.#clock.now();
+    const cut = this.#cut = new AbortController();
     let report: PassReport;
     try {
-      report = await this.agent.pass(this.stores, this.#dirs?.quiet);
+      report = await this.agent.pass(this.stores, {
+        dirsQuiet: this.#dirs?.quiet,
+        cut: cut.signal,
+      });
     } finally {
       this.#passStartedAt = undefined;
+      this.#cut = undefined;
     }
     this.#readOnlyDirs = readOnlyDirs(CHECKPOINT_DIRS.map((d) => this.config[d.key]));
     const now = this.#clock.now();
@@ -170,9 +177,12 @@ export class Daemon {
   async loop(signal: AbortSignal): Promise<void> {
     if (signal.aborted) return;
     const scheduler = this.#scheduler;
-    const unsubscribe = this.agent.changes?.subscribe((reason) =>
-      scheduler.trigger(REACHABILITY.has(reason) ? "apiserver" : "change", reason)
-    );
+    const unsubscribe = this.agent.changes?.subscribe((reason) => {
+      // The pass under way planned with the API server there: what it has not started yet waits
+      // for the next pass, which activates the copies, rather than that pass waiting for it.
+      if (reason === API_LOST) this.#cut?.abort();
+      scheduler.trigger(REACHABILITY.has(reason) ? "apiserver" : "change", reason);
+    });
     const dirs = new DirWatcher({
       dirs: [this.config.staticPodDir, this.config.inactiveDir],
       onChange: (reason) => scheduler.trigger("files", reason),

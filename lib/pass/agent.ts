@@ -137,13 +137,27 @@ export class Agent {
 
   /**
    * A full pass, from and into what the agent holds in `stores`. `dirsQuiet`: the manifest dirs'
-   * watch's `quiet` (lib/daemon/dir_watch.ts), if they are watched.
+   * watch's `quiet` (lib/daemon/dir_watch.ts), if they are watched. `cut`: aborted when what the
+   * pass planned from is no longer so (the API server lost): the pass then starts no further
+   * checkpoint write nor record, and leaves them to the next pass, which the daemon runs at once.
+   * Stops, starts and removes are never cut: they are the plan.
    */
-  async pass(stores: AgentStores, dirsQuiet?: number): Promise<PassReport> {
-    const planned = await this.#observeAndPlan(trackedFromStore(stores.status), dirsQuiet);
-    await this.#apply(planned);
-    await this.#persist(stores, planned);
+  async pass(
+    stores: AgentStores,
+    opts: { dirsQuiet?: number; cut?: AbortSignal } = {},
+  ): Promise<PassReport> {
+    const planned = await this.#observeAndPlan(trackedFromStore(stores.status), opts.dirsQuiet);
+    const checkpoints = await this.#apply(planned, opts.cut);
+    const records = await this.#persist(stores, planned, opts.cut);
     this.#judgeStarts(stores, planned);
+    if (checkpoints + records > 0) {
+      planned.report.leftToNextPass = { checkpoints, records };
+      planned.report.complete = false;
+      this.#opts.log.info("pass cut short; the next pass does what it left", {
+        checkpoints,
+        records,
+      });
+    }
     return this.#finish(planned);
   }
 
@@ -160,15 +174,22 @@ export class Agent {
     return { started, bytesBefore, obs, result, report };
   }
 
-  async #apply({ obs, result, report }: Planned) {
+  /** Returns how many checkpoint writes `cut` left to the next pass. */
+  async #apply({ obs, result, report }: Planned, cut?: AbortSignal): Promise<number> {
     await this.#dirs.beforeWriting();
     // Before any write: two checkpoints written at once must never target one file.
     const names = this.#names.assign(result, obs.manifestFiles);
-    await this.#checkpoints.write(result, obs, names, report);
+    const left = await this.#checkpoints.write(result, obs, names, report, cut);
     await converge(this.#opts.config, this.#writes, result, obs, names, report);
+    return left;
   }
 
-  async #persist(stores: AgentStores, { obs, result, report }: Planned) {
+  /** Returns how many records `cut` left to the next pass. */
+  async #persist(
+    stores: AgentStores,
+    { obs, result, report }: Planned,
+    cut?: AbortSignal,
+  ): Promise<number> {
     const { config, sources, log } = this.#opts;
     trackStatus(stores, result, obs.input.now);
     if (obs.input.observations.runtimeAvailable) {
@@ -178,7 +199,7 @@ export class Agent {
         failures: this.#failures,
       });
     }
-    await recordAll(stores, report, this.#writes, log);
+    return await recordAll(stores, report, this.#writes, log, cut);
   }
 
   #judgeStarts(stores: AgentStores, { obs, result, report }: Planned) {

@@ -244,7 +244,17 @@ export class CheckpointWriter {
   }
 
   /** The sanitized manifest of every tracked parent, then its secrets and configmaps. */
-  async write(result: PassResult, obs: Observation, names: ManifestNames, report: PassReport) {
+  /**
+   * Once `cut` is aborted, no further checkpoint is worked on; returns how many were left to the
+   * next pass, which looks at them afresh.
+   */
+  async write(
+    result: PassResult,
+    obs: Observation,
+    names: ManifestNames,
+    report: PassReport,
+    cut?: AbortSignal,
+  ): Promise<number> {
     const { writes } = this.#opts;
     const now = obs.input.now;
     const apiAvailable = obs.input.observations.apiAvailable;
@@ -264,7 +274,7 @@ export class CheckpointWriter {
       parents: result.parents,
       names,
     };
-    await writes.forEachCheckpoint(report, [...looks.keys()], async (id, out) => {
+    const left = await writes.forEachCheckpoint(report, [...looks.keys()], async (id, out) => {
       const parent = result.parents.get(id)!;
       await writes.attempt(out, "checkpoint", id, async () => {
         const owner = storedFilesOwner(parent);
@@ -297,7 +307,7 @@ export class CheckpointWriter {
           this.#checkedManifests.checked(manifest, { digest: parentKey });
         }
       });
-    });
+    }, cut);
     for (const id of this.#candidates.keys()) {
       if (ids.includes(id)) continue;
       // Gone, or not seen this pass: its readiness is no longer continuous. The kept version
@@ -329,6 +339,7 @@ export class CheckpointWriter {
         return file === undefined ? [] : [this.#manifestOf(id, file)];
       })),
     );
+    return left;
   }
 
   /**

@@ -123,8 +123,10 @@ export async function recordAll(
   report: PassReport,
   writes: Writes,
   log: Logger,
-) {
-  const outcome = await stores.record();
+  cut?: AbortSignal,
+): Promise<number> {
+  const outcome = await stores.record(cut);
+  const left = outcome.status.left + outcome.sandboxes.left;
   for (const sandboxId of outcome.sandboxes.written) {
     const s = stores.sandboxes.get(sandboxId)!;
     writes.applied(report, {
@@ -137,7 +139,7 @@ export async function recordAll(
     writes.applied(report, { op: "sandbox-forget", id: sandboxId });
   }
   const unrecorded = [...outcome.status.unrecorded, ...outcome.sandboxes.unrecorded];
-  if (unrecorded.length === 0) return;
+  if (unrecorded.length === 0) return left;
   for (const u of unrecorded) {
     report.errors.push({ op: recordOp(u), id: u.key, message: u.error });
   }
@@ -148,4 +150,5 @@ export async function recordAll(
     checkpoints: keys("status"),
     sandboxes: keys("sandboxes"),
   });
+  return left;
 }

@@ -48,6 +48,11 @@ export interface PassReport {
    * runtime did not answer, and in a dry run.
    */
   stalledStarts: StalledStart[];
+  /**
+   * Set when the pass was cut short (the daemon's `cut`, on the API server's loss): how many
+   * checkpoint writes and records it left to the next pass, which runs at once.
+   */
+  leftToNextPass?: { checkpoints: number; records: number };
 }
 
 /** The pass-error ops of records the state dir could not take; the others are checkpoint writes. */

@@ -43,20 +43,26 @@ export class Writes {
   /**
    * Runs `work` for every id, CHECKPOINTS_IN_FLIGHT at a time; what each adds to the report is
    * added in the order of `ids`, so a report does not depend on which write finished first.
+   * Once `cut` is aborted no further id is started (those under way finish); returns how many
+   * were left.
    */
   async forEachCheckpoint(
     report: Outcome,
     ids: readonly string[],
     work: (id: string, outcome: Outcome) => Promise<void>,
-  ) {
+    cut?: AbortSignal,
+  ): Promise<number> {
+    let left = 0;
     const outcomes = await mapConcurrent(ids, CHECKPOINTS_IN_FLIGHT, async (id) => {
       const outcome: Outcome = { applied: [], errors: [] };
-      await work(id, outcome);
+      if (cut?.aborted) left++;
+      else await work(id, outcome);
       return outcome;
     });
     for (const outcome of outcomes) {
       report.applied.push(...outcome.applied);
       report.errors.push(...outcome.errors);
     }
+    return left;
   }
 }

@@ -41,7 +41,12 @@ export interface StoreOutcome {
   written: string[];
   deleted: string[];
   unrecorded: Unrecorded[];
+  /** Records not tried, the call being cut short: still to be written. */
+  left: number;
 }
+
+/** What writing one record came to. */
+type Recorded = "written" | "deleted" | "same" | Unrecorded;
 
 /** One store and the memory it keeps a copy of. */
 class Mirror<T> {
@@ -93,22 +98,29 @@ class Mirror<T> {
 
   /**
    * Writes and deletes what memory and the store disagree on, RECORDS_IN_FLIGHT at a time (each
-   * record is its own file); the outcome lists keys in order, whichever finished first.
+   * record is its own file); the outcome lists keys in order, whichever finished first. Once
+   * `cut` is aborted no further key is started: those stay to be written by the next call.
    */
-  async record(): Promise<StoreOutcome> {
-    const outcome: StoreOutcome = { written: [], deleted: [], unrecorded: [] };
+  async record(cut?: AbortSignal): Promise<StoreOutcome> {
+    const outcome: StoreOutcome = { written: [], deleted: [], unrecorded: [], left: 0 };
     const keys = [...this.#dirty].sort(compareIds);
-    const done = await mapConcurrent(keys, RECORDS_IN_FLIGHT, (key) => this.#recordOne(key));
+    const done = await mapConcurrent(
+      keys,
+      RECORDS_IN_FLIGHT,
+      (key): Promise<"left" | Recorded> =>
+        cut?.aborted ? Promise.resolve("left") : this.#recordOne(key),
+    );
     keys.forEach((key, i) => {
       const one = done[i];
       if (one === "written" || one === "deleted") outcome[one].push(key);
+      else if (one === "left") outcome.left++;
       else if (one !== "same") outcome.unrecorded.push(one);
     });
     this.unrecorded = outcome.unrecorded;
     return outcome;
   }
 
-  async #recordOne(key: string): Promise<"written" | "deleted" | "same" | Unrecorded> {
+  async #recordOne(key: string): Promise<Recorded> {
     const value = this.#memory.get(key);
     const op = value === undefined ? "delete" : "write";
     try {
@@ -223,8 +235,9 @@ export class AgentStores {
    * Brings both stores up to memory: a read-only store is first opened again if it now can be,
    * then every differing record is written and every stale one deleted. Never throws; what
    * could not be done is in the outcome, and in `unrecorded` until a later `record` does it.
+   * `cut`: see Mirror.record.
    */
-  async record(): Promise<Record<StoreName, StoreOutcome>> {
+  async record(cut?: AbortSignal): Promise<Record<StoreName, StoreOutcome>> {
     const wasReadOnly = this.readOnly;
     const stillReadOnly = [await this.#status.reopen(), await this.#sandboxes.reopen()];
     if (wasReadOnly !== undefined && this.readOnly === undefined) {
@@ -236,7 +249,7 @@ export class AgentStores {
     } else if (stillReadOnly.some((why) => why !== undefined)) {
       this.#logReadOnly();
     }
-    return { status: await this.#status.record(), sandboxes: await this.#sandboxes.record() };
+    return { status: await this.#status.record(cut), sandboxes: await this.#sandboxes.record(cut) };
   }
 
   /** What the last `record` could not write or delete, status records first. */

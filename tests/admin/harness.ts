@@ -3,7 +3,7 @@
  * moves, and every log line kept; plus raw HTTP for requests fetch would rewrite (dot segments).
  */
 import { join } from "node:path";
-import { Agent } from "../../lib/pass/agent.ts";
+import { Agent, type AgentOptions } from "../../lib/pass/agent.ts";
 import { concatBytes } from "../../lib/util/bytes.ts";
 import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
@@ -45,12 +45,16 @@ export class DaemonFixture {
   ) {}
 
   /** `overrides`: settings, or settings made from the node (its paths); `loop`: what the
-   *  sources tell of their own accord, and the loop's timers (which may move the fixture's
-   *  clock). */
+   *  sources tell of their own accord, the loop's timers (which may move the fixture's clock),
+   *  and what the agent tells of each action as it is done. */
   static async start(
     overrides: Partial<Config> | ((node: SimNode) => Partial<Config>) = {},
     nodeOptions: SimNodeOptions = {},
-    loop: { changes?: ChangeFeed; timers?: (clock: ManualClock) => Timers } = {},
+    loop: {
+      changes?: ChangeFeed;
+      timers?: (clock: ManualClock) => Timers;
+      onApplied?: AgentOptions["onApplied"];
+    } = {},
   ): Promise<DaemonFixture> {
     const node = await SimNode.start(nodeOptions);
     try {
@@ -60,7 +64,13 @@ export class DaemonFixture {
       const connected = await connectNode(config);
       const sources = loop.changes ? { ...connected, changes: loop.changes } : connected;
       const stores = await AgentStores.open(config.stateDir, log.logger);
-      const agent = new Agent({ config, sources, clock, log: log.logger });
+      const agent = new Agent({
+        config,
+        sources,
+        clock,
+        log: log.logger,
+        ...(loop.onApplied ? { onApplied: loop.onApplied } : {}),
+      });
       const timers = loop.timers?.(clock);
       const daemon = new Daemon({ agent, stores, config, clock, log: log.logger, timers });
       return new DaemonFixture(node, config, daemon, stores, clock, log, async () => {

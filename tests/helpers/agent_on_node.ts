@@ -52,10 +52,10 @@ export class AgentOnNode {
     return this.#running!;
   }
 
-  /** One pass, then the simulated kubelet catches up with what it wrote. */
-  async pass(): Promise<PassReport> {
+  /** One pass, then the simulated kubelet catches up with what it wrote; `cut` as Agent.pass's. */
+  async pass(cut?: AbortSignal): Promise<PassReport> {
     const { agent, stores } = await this.#current();
-    const report = await agent.pass(stores);
+    const report = await agent.pass(stores, cut ? { cut } : {});
     await this.node.sync();
     return report;
   }
