@@ -12,8 +12,7 @@
  * spread the same way over fetch's clients (one pool of connections each).
  */
 import { realTimers, type Timers } from "../util/timers.ts";
-import { H2Connection, type H2Stream } from "./h2/connection.ts";
-import type { StreamHandlers } from "./h2/connection.ts";
+import { H2Connection, type H2Stream, type StreamHandlers } from "./h2/connection.ts";
 import type { HeaderField } from "./h2/hpack.ts";
 
 /** Well under any HTTP/2 server's cap on streams a connection (100 is the least RFC 9113 asks). */
@@ -119,6 +118,7 @@ export class WatchClients {
   /** Set once a server did not pick HTTP/2: every watch goes over fetch from then on. */
   #overFetch: boolean;
   #connections: Connection[] = [];
+  #closed = false;
 
   constructor(options: WatchClientsOptions) {
     this.#connect = options.connect;
@@ -136,6 +136,7 @@ export class WatchClients {
   }
 
   #place(pending: Pending) {
+    if (this.#closed) return pending.reject(new Error("watch connections closed"));
     if (this.#overFetch) return pending.resolve({ kind: "fetch", slot: this.#fetch.take() });
     const open = this.#connections.find((c) => c.h2 && this.#room(c) > 0);
     if (open) return pending.resolve(this.#reserve(open));
@@ -280,14 +281,16 @@ export class WatchClients {
     this.#connections = [];
     for (const connection of old) {
       connection.h2?.close("connection renewed");
-      // Watches still waiting for it are placed afresh.
+      // Watches still waiting for it are placed afresh (once closed, they fail).
       for (const pending of connection.waiting) this.#place(pending);
       connection.waiting = [];
     }
     this.#fetch.renew();
   }
 
+  /** Every connection is closed, and watches still waiting for one (or asking later) fail. */
   close(): void {
+    this.#closed = true;
     this.renew();
   }
 }

@@ -1,5 +1,9 @@
-import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { FetchClients, WATCHES_PER_CONNECTION } from "../../lib/sources/watch_clients.ts";
+import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
+import {
+  FetchClients,
+  WatchClients,
+  WATCHES_PER_CONNECTION,
+} from "../../lib/sources/watch_clients.ts";
 
 /** Real clients (no connection is made until one is used), each remembered with its state. */
 function clientsMade() {
@@ -74,6 +78,34 @@ Deno.test("renew drops every connection; watches asked again get new ones", () =
     const fresh = clients.take();
     assert(made.find((m) => m.client === fresh.client && !m.closed));
     assertEquals(clients.size, 1);
+  } finally {
+    cleanup();
+  }
+});
+
+Deno.test("closed while a connection is being made: the watches waiting fail, and no new connection is made", async () => {
+  const { make, cleanup } = clientsMade();
+  try {
+    let connects = 0;
+    const answers: ((conn: Deno.Conn | undefined) => void)[] = [];
+    const clients = new WatchClients({
+      connect: () => {
+        connects++;
+        return new Promise((resolve) => answers.push(resolve));
+      },
+      makeFetch: make,
+      timeoutMs: 60_000,
+    });
+    const waiting = clients.place();
+    assertEquals(connects, 1);
+    clients.close();
+    await rejects(waiting, /watch connections closed/);
+    await rejects(clients.place(), /watch connections closed/);
+    // The connection asked for before the close comes in late: it is let go.
+    answers[0](undefined);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assertEquals(connects, 1);
+    assertEquals(clients.size, 0);
   } finally {
     cleanup();
   }
