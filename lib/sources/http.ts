@@ -244,12 +244,17 @@ function quoteBody(body: string): string {
   return line.length > QUOTED_TEXT_CHARS ? `${line.slice(0, QUOTED_TEXT_CHARS)}…` : line;
 }
 
-function requestOptions(url: URL, target: HttpTarget, bearerToken?: string): https.RequestOptions {
-  const headers: Record<string, string> = {
+/** The header fields of every GET (and watch) the agent sends, whatever carries it. */
+export function getHeaders(bearerToken?: string): Record<string, string> {
+  return {
     accept: "application/json",
     "user-agent": "ckpt-agent",
     ...(bearerToken !== undefined ? { authorization: `Bearer ${bearerToken}` } : {}),
   };
+}
+
+function requestOptions(url: URL, target: HttpTarget, bearerToken?: string): https.RequestOptions {
+  const headers = getHeaders(bearerToken);
   const options: https.RequestOptions = {
     method: "GET",
     // URL keeps IPv6 literals bracketed; sockets want them bare.

@@ -14,12 +14,14 @@ import {
   type ConnectionPool,
   connectionProblem,
   describeGet,
+  getHeaders,
   type HttpTarget,
   reason,
   sendGet,
   type SentGet,
   statusFailure,
 } from "./http.ts";
+import { bareHost, portOf } from "./proxy.ts";
 import { failed, type FailureKind, type SourceFailure } from "./types.ts";
 import type { Timers } from "../util/timers.ts";
 import type { H2Stream, StreamHandlers } from "./h2/connection.ts";
@@ -199,8 +201,8 @@ export function watchClients(
   const url = new URL(target.baseUrl);
   const connect = async (): Promise<Deno.Conn | undefined> => {
     const conn = await Deno.connectTls({
-      hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
-      port: Number(url.port || 443),
+      hostname: bareHost(url.hostname),
+      port: portOf(url),
       // http/1.1 too: a server without HTTP/2 may refuse a handshake offering no protocol it has.
       alpnProtocols: ["h2", "http/1.1"],
       ...caCerts,
@@ -352,11 +354,7 @@ function overStream(
     [":scheme", "https"],
     [":authority", url.host],
     [":path", `${url.pathname.replace(/\/+$/, "")}${path}`],
-    ["accept", "application/json"],
-    ["user-agent", "ckpt-agent"],
-    ...(bearerToken !== undefined
-      ? [["authorization", `Bearer ${bearerToken}`] as HeaderField]
-      : []),
+    ...Object.entries(getHeaders(bearerToken)),
   ];
   let body: WatchBody | undefined;
   const stream = open(fields, {
@@ -434,11 +432,7 @@ function overFetch(
   finish: Finish,
 ): (answered: boolean) => void {
   const abort = new AbortController();
-  const headers: Record<string, string> = {
-    accept: "application/json",
-    "user-agent": "ckpt-agent",
-    ...(bearerToken !== undefined ? { authorization: `Bearer ${bearerToken}` } : {}),
-  };
+  const headers = getHeaders(bearerToken);
   const url = `${target.baseUrl.replace(/\/+$/, "")}${path}`;
   fetch(url, { client, headers, signal: abort.signal }).then(async (response) => {
     const body = started({

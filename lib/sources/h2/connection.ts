@@ -304,7 +304,7 @@ export class H2Connection {
       while (this.#writes.length > 0 && !this.#closed) {
         const batch = this.#writes;
         this.#writes = [];
-        let bytes = batch.length === 1 ? batch[0] : concat(batch);
+        let bytes = concat(batch);
         while (bytes.length > 0) bytes = bytes.subarray(await this.#conn.write(bytes));
       }
     } catch (e) {
