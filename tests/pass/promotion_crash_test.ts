@@ -16,16 +16,16 @@ import {
   checkpointPaths,
   hostPathsOf,
   manifestFileName,
-  versionOfFileName,
   versionsDir,
 } from "../../lib/core/checkpoint_layout.ts";
-import { asArray, type Json } from "../../lib/core/json.ts";
 import { type Pod, podId } from "../../lib/core/pod.ts";
 import { pathExists } from "../../lib/disk/dirs.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { TEMP_MARKER } from "../../lib/disk/atomic_write.ts";
 import { SimNode } from "../../lib/sim/node.ts";
+import { readStoredVersions } from "../../lib/disk/versions.ts";
 import { runChild } from "../helpers/crash_child.ts";
+import { containerOf } from "../helpers/promotion.ts";
 
 const KILLS = Number(Deno.env.get("CKPT_PROMOTION_KILLS") ?? "12");
 const CHILD = new URL("./promotion_crash_child.ts", import.meta.url).pathname;
@@ -33,7 +33,7 @@ const ID = "kube-system/kube-controller-manager-m4t9z";
 const FILE = "kube-system-kube-controller-manager-m4t9z.json";
 
 function generationOf(pod: Pod): string {
-  const command = asArray((pod.spec as Json).containers)[0].command as string[];
+  const command = containerOf(pod).command as string[];
   return command.find((a) => a.startsWith("--generation="))?.slice(13) ?? "0";
 }
 
@@ -60,12 +60,8 @@ async function assertWhole(text: string, secretsDir: string, what: string) {
 async function assertAllWhole(c: Config, when: string, id = ID) {
   const inactive = await Deno.readTextFile(join(c.inactiveDir, manifestFileName(id)));
   const own = `${checkpointPaths(c, id).secretsDir}/`;
-  const texts = [inactive];
-  const dir = versionsDir(c, id);
-  for (const entry of Deno.readDirSync(dir)) {
-    if (versionOfFileName(entry.name) === undefined) continue;
-    texts.push(await Deno.readTextFile(join(dir, entry.name)));
-  }
+  assert(await pathExists(versionsDir(c, id)), `${when}: no versions kept`);
+  const texts = [inactive, ...(await readStoredVersions(c, id)).versions.map((v) => v.text)];
   for (const [i, text] of texts.entries()) {
     const what = `${when}: ${i === 0 ? "in place" : `version ${i}`}`;
     await assertWhole(text, c.secretsDir, what);
@@ -81,7 +77,7 @@ function rollOut(node: SimNode, generation: number) {
     "service-account.key": `key of generation ${generation}\n`,
   });
   return (pod: Pod) => {
-    const container = asArray((pod.spec as Json).containers)[0];
+    const container = containerOf(pod);
     container.command = [
       ...(container.command as string[]).filter((a) => !a.startsWith("--generation=")),
       `--generation=${generation}`,

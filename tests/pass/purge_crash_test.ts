@@ -14,12 +14,13 @@ import {
   checkpointPaths,
   hostPathsOf,
   manifestFileName,
-  versionOfFileName,
+  versionFileName,
   versionsDir,
 } from "../../lib/core/checkpoint_layout.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { pathExists } from "../../lib/disk/dirs.ts";
 import { activateCheckpoint } from "../../lib/disk/manifests.ts";
+import { readStoredVersions } from "../../lib/disk/versions.ts";
 import { readStatusRecords } from "../../lib/store/status_store.ts";
 import { type AgentOnNode, withAgentOnNode } from "../helpers/agent_on_node.ts";
 import { runChild } from "../helpers/crash_child.ts";
@@ -37,12 +38,8 @@ async function manifestsLeft(c: Config): Promise<Map<string, string>> {
   for (const path of [p.activeManifest, p.inactiveManifest]) {
     if (await pathExists(path)) left.set(path, await Deno.readTextFile(path));
   }
-  const dir = versionsDir(c, ID);
-  if (await pathExists(dir)) {
-    for (const entry of Deno.readDirSync(dir)) {
-      if (versionOfFileName(entry.name) === undefined) continue;
-      left.set(join(dir, entry.name), await Deno.readTextFile(join(dir, entry.name)));
-    }
+  for (const { version, text } of (await readStoredVersions(c, ID)).versions) {
+    left.set(join(versionsDir(c, ID), versionFileName(version)), text);
   }
   return left;
 }
