@@ -11,6 +11,7 @@ import {
   Flag,
   frame,
   FrameType,
+  H2Connection,
   PING_TIMEOUT_MS,
   PREFACE,
   READ_IDLE_MS,
@@ -296,5 +297,39 @@ Deno.test("a server that allows no streams: the watch fails, and no connection a
     } finally {
       clients.close();
     }
+  });
+});
+
+/** A real connection whose every write takes at most `bytes` (a full socket buffer does so). */
+function shortWrites(conn: Deno.TlsConn, bytes: number): Deno.TlsConn {
+  return new Proxy(conn, {
+    get(target, key) {
+      if (key === "write") return (data: Uint8Array) => target.write(data.subarray(0, bytes));
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+Deno.test("closed while its first frames are still being written in short writes: every frame arrives whole, then the GOAWAY", async () => {
+  await withRawServer(() => Promise.resolve(), {}, async (port, tls, received) => {
+    const conn = await Deno.connectTls({
+      hostname: "127.0.0.1",
+      port,
+      alpnProtocols: ["h2"],
+      caCerts: [tls.caPem],
+      cert: tls.certPem,
+      key: tls.keyPem,
+    });
+    await conn.handshake();
+    const connection = new H2Connection(shortWrites(conn, 7), { ready() {}, changed() {} });
+    connection.close("done");
+    await until("the GOAWAY received", () => received.some((f) => f.type === FrameType.GOAWAY));
+    assertEquals(received.map((f) => f.type), [
+      FrameType.SETTINGS,
+      FrameType.WINDOW_UPDATE,
+      FrameType.GOAWAY,
+    ]);
+    assertEquals(received[2].payload, uint32Payload(0, ErrorCode.NO_ERROR));
   });
 });

@@ -17,6 +17,8 @@ import { encodeHeaders, type HeaderField, HpackDecoder, HpackError } from "./hpa
 /** client-go's HTTP2_READ_IDLE_TIMEOUT_SECONDS and HTTP2_PING_TIMEOUT_SECONDS defaults. */
 export const READ_IDLE_MS = 30_000;
 export const PING_TIMEOUT_MS = 15_000;
+/** How long the last frames and the GOAWAY of a connection we close may take to be written. */
+export const GOAWAY_WRITE_MS = 5_000;
 
 export const FrameType = {
   DATA: 0x0,
@@ -201,6 +203,8 @@ export class H2Connection {
   #pingCount = 0;
   #writes: Uint8Array[] = [];
   #writing = false;
+  /** The flush under way, or a settled promise: a GOAWAY is written only after it. */
+  #flushed: Promise<void> = Promise.resolve();
 
   constructor(conn: Deno.Conn, events: H2ConnectionEvents, timers: Timers = realTimers) {
     this.#conn = conn;
@@ -295,7 +299,7 @@ export class H2Connection {
   #send(...frames: Uint8Array[]) {
     if (this.#closed) return;
     this.#writes.push(...frames);
-    if (!this.#writing) void this.#flush();
+    if (!this.#writing) this.#flushed = this.#flush();
   }
 
   async #flush() {
@@ -304,8 +308,7 @@ export class H2Connection {
       while (this.#writes.length > 0 && !this.#closed) {
         const batch = this.#writes;
         this.#writes = [];
-        let bytes = concat(batch);
-        while (bytes.length > 0) bytes = bytes.subarray(await this.#conn.write(bytes));
+        await writeAll(this.#conn, concat(batch));
       }
     } catch (e) {
       this.#shut(`write failed: ${e instanceof Error ? e.message : String(e)}`);
@@ -614,12 +617,19 @@ export class H2Connection {
   #shut(reason: string, code?: number) {
     if (this.#closed) return;
     if (code !== undefined) {
-      this.#writes.push(
-        frame(FrameType.GOAWAY, 0, 0, uint32Payload(0, code)),
-      );
-      // Sent without waiting: the connection closes at once either way.
-      const goAway = concat(this.#writes);
-      this.#conn.write(goAway).catch(() => {}).finally(() => closeQuietly(this.#conn));
+      const conn = this.#conn;
+      const last = concat([...this.#writes, frame(FrameType.GOAWAY, 0, 0, uint32Payload(0, code))]);
+      // After the write under way (a short write leaves the rest of its frames to come), so that
+      // the server never reads the GOAWAY inside a frame; bounded, as a peer that reads nothing
+      // would otherwise hold the connection open.
+      const cancel = this.#timers.after(GOAWAY_WRITE_MS, () => closeQuietly(conn));
+      this.#flushed
+        .then(() => writeAll(conn, last))
+        .catch(() => {})
+        .finally(() => {
+          cancel();
+          closeQuietly(conn);
+        });
     }
     this.#closed = true;
     this.#closedBecause = code === undefined || code === ErrorCode.NO_ERROR
@@ -637,6 +647,10 @@ export class H2Connection {
       this.#events.changed();
     });
   }
+}
+
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array) {
+  while (bytes.length > 0) bytes = bytes.subarray(await conn.write(bytes));
 }
 
 function closeQuietly(conn: Deno.Conn) {
