@@ -11,6 +11,7 @@ import {
   Flag,
   frame,
   FrameType,
+  GOAWAY_WRITE_MS,
   H2Connection,
   PING_TIMEOUT_MS,
   PREFACE,
@@ -300,29 +301,48 @@ Deno.test("a server that allows no streams: the watch fails, and no connection a
   });
 });
 
-/** A real connection whose every write takes at most `bytes` (a full socket buffer does so). */
-function shortWrites(conn: Deno.TlsConn, bytes: number): Deno.TlsConn {
-  return new Proxy(conn, {
+/** A real connection whose every write takes at most `bytes` (a full socket buffer does so), or
+ *  with `bytes` 0 never ends (a peer that stopped reading); `closed` says whether it was closed. */
+function shortWrites(conn: Deno.TlsConn, bytes: number): Deno.TlsConn & { closed: boolean } {
+  let closed = false;
+  return new Proxy(conn as Deno.TlsConn & { closed: boolean }, {
     get(target, key) {
-      if (key === "write") return (data: Uint8Array) => target.write(data.subarray(0, bytes));
+      if (key === "closed") return closed;
+      if (key === "close") {
+        return () => {
+          closed = true;
+          target.close();
+        };
+      }
+      if (key === "write") {
+        return (data: Uint8Array) =>
+          bytes === 0 ? new Promise<number>(() => {}) : target.write(data.subarray(0, bytes));
+      }
       const value = Reflect.get(target, key, target);
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
 }
 
+async function connectH2(port: number, tls: { caPem: string; certPem: string; keyPem: string }) {
+  const conn = await Deno.connectTls({
+    hostname: "127.0.0.1",
+    port,
+    alpnProtocols: ["h2"],
+    caCerts: [tls.caPem],
+    cert: tls.certPem,
+    key: tls.keyPem,
+  });
+  await conn.handshake();
+  return conn;
+}
+
+const noEvents = { ready() {}, changed() {} };
+
 Deno.test("closed while its first frames are still being written in short writes: every frame arrives whole, then the GOAWAY", async () => {
   await withRawServer(() => Promise.resolve(), {}, async (port, tls, received) => {
-    const conn = await Deno.connectTls({
-      hostname: "127.0.0.1",
-      port,
-      alpnProtocols: ["h2"],
-      caCerts: [tls.caPem],
-      cert: tls.certPem,
-      key: tls.keyPem,
-    });
-    await conn.handshake();
-    const connection = new H2Connection(shortWrites(conn, 7), { ready() {}, changed() {} });
+    const conn = await connectH2(port, tls);
+    const connection = new H2Connection(shortWrites(conn, 7), noEvents);
     connection.close("done");
     await until("the GOAWAY received", () => received.some((f) => f.type === FrameType.GOAWAY));
     assertEquals(received.map((f) => f.type), [
@@ -331,5 +351,18 @@ Deno.test("closed while its first frames are still being written in short writes
       FrameType.GOAWAY,
     ]);
     assertEquals(received[2].payload, uint32Payload(0, ErrorCode.NO_ERROR));
+  });
+});
+
+Deno.test("closed while a write never ends (the peer reads nothing): the connection is closed after 5 s all the same", async () => {
+  await withRawServer(() => Promise.resolve(), {}, async (port, tls) => {
+    const conn = await connectH2(port, tls);
+    const timers = new ManualTimers();
+    const hanging = shortWrites(conn, 0);
+    new H2Connection(hanging, noEvents, timers).close("done");
+    await timers.advance(GOAWAY_WRITE_MS - 1);
+    assert(!hanging.closed, "still open before 5 s");
+    await timers.advance(1);
+    assert(hanging.closed, "closed at 5 s");
   });
 });
