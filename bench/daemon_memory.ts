@@ -13,6 +13,9 @@
  *
  *   deno run -A bench/daemon_memory.ts [--parents 1000] [--settle-seconds 30]
  *                                      [--loss-rounds 3] [--heap-snapshot PREFIX] [--tsv FILE]
+ *                                      [--allocations FILE] [--v8-flags FLAGS]
+ *
+ * Also the daemon's CPU time in each phase (utime + stime, every thread).
  */
 import { parseArgs } from "node:util";
 import { manyParents } from "../lib/sim/control_plane.ts";
@@ -28,6 +31,8 @@ const { values: flags } = parseArgs({
     "loss-rounds": { type: "string", default: "3" },
     "heap-snapshot": { type: "string" },
     allocations: { type: "string" },
+    /** The daemon's V8 flags; by default the unit's (scripts/permissions.ts). */
+    "v8-flags": { type: "string" },
     tsv: { type: "string" },
   },
 });
@@ -39,6 +44,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 interface Sample {
   at: number;
   phase: string;
+  /** CPU seconds so far. */
+  cpu: number;
   rss: number;
   anon: number;
   file: number;
@@ -124,9 +131,18 @@ try {
     if (!memory) return;
     const { arena, v8Pages } = anonByMapping(child.pid);
     const v8 = lastV8(log);
+    let cpu = 0;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${child.pid}/stat`);
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      cpu = (Number(fields[11]) + Number(fields[12])) / 100;
+    } catch {
+      return;
+    }
     samples.push({
       at: (performance.now() - start) / 1000,
       phase,
+      cpu,
       ...memory,
       arena,
       v8Pages,
@@ -187,11 +203,18 @@ try {
   console.log(
     "phase                       s    rss   anon   file [heap] v8pages other  heap(committed used) external",
   );
+  let cpuBefore = 0;
   for (const name of [...new Set(samples.map((s) => s.phase))]) {
     const of = samples.filter((s) => s.phase === name);
     const max = of.reduce((a, b) => (b.rss > a.rss ? b : a));
+    const end = of.at(-1)!;
     console.log(row(`${name}, max`, max));
-    console.log(row(`${name}, end`, of.at(-1)!));
+    console.log(
+      `${row(`${name}, end`, end)}  CPU ${(end.cpu - cpuBefore).toFixed(2)} s in ${
+        (end.at - of[0].at).toFixed(1)
+      } s`,
+    );
+    cpuBefore = end.cpu;
   }
   if (flags.tsv) {
     const keys = Object.keys(samples[0]) as (keyof Sample)[];
