@@ -21,6 +21,7 @@ import { parseArgs } from "node:util";
 import { manyParents } from "../lib/sim/control_plane.ts";
 import { SimNode } from "../lib/sim/node.ts";
 import { AGENT_MALLOC_ENV, agentDenoFlags } from "../scripts/permissions.ts";
+import { anonByMapping } from "./anon_mappings.ts";
 import { jsonFiles, memoryOf } from "./daemon_bench.ts";
 
 const { values: flags } = parseArgs({
@@ -38,7 +39,6 @@ const { values: flags } = parseArgs({
 });
 const n = Number(flags.parents);
 const SAMPLE_MS = 250;
-const V8_PAGE_BYTES = 256 * 1024;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Sample {
@@ -57,22 +57,6 @@ interface Sample {
   heapCommitted: number;
   heapUsed: number;
   external: number;
-}
-
-function anonByMapping(pid: number) {
-  let arena = 0, v8Pages = 0, bytes = 0, isHeap = false;
-  for (const line of Deno.readTextFileSync(`/proc/${pid}/smaps`).split("\n")) {
-    const range = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
-    if (range) {
-      isHeap = line.endsWith("[heap]");
-      bytes = parseInt(range[2], 16) - parseInt(range[1], 16);
-    } else if (line.startsWith("Anonymous:")) {
-      const kb = Number(line.split(/\s+/)[1]);
-      if (isHeap) arena += kb;
-      else if (bytes === V8_PAGE_BYTES) v8Pages += kb;
-    }
-  }
-  return { arena, v8Pages };
 }
 
 function lastV8Line(log: string): string {
@@ -129,7 +113,7 @@ try {
   const sampler = setInterval(() => {
     const memory = memoryOf(child.pid);
     if (!memory) return;
-    const { arena, v8Pages } = anonByMapping(child.pid);
+    const { mallocHeap: arena, v8Pages } = anonByMapping(child.pid);
     const v8 = lastV8(log);
     let cpu = 0;
     try {
