@@ -3,6 +3,10 @@
  * constructor or node type, the largest nodes, and what retains each large ArrayBuffer's data.
  *
  *   deno run -A bench/heap_summary.ts FILE.heapsnapshot [--top 25] [--retained Name,Name]
+ *                                     [--dominators]
+ *
+ * `--dominators`: the objects that keep the most alive (their retained size: what would be freed
+ * with them, from V8's dominator tree, as DevTools computes it), with a path from the roots.
  */
 import { parseArgs } from "node:util";
 
@@ -12,6 +16,7 @@ const { values: flags, positionals } = parseArgs({
     top: { type: "string", default: "25" },
     /** Also the size that objects of these constructor names (comma-separated) keep alive. */
     retained: { type: "string", default: "" },
+    dominators: { type: "boolean", default: false },
   },
   allowPositionals: true,
 });
@@ -151,4 +156,114 @@ for (const name of flags.retained.split(",").filter((n) => n !== "")) {
   }
   const { size, count } = retainedBy(owners);
   console.log(`\nretained by ${owners.size} ${name}: ${mb(size)} in ${count} nodes`);
+}
+
+/**
+ * Each node's immediate dominator (Cooper, Harvey and Kennedy's iterative algorithm over a
+ * reverse postorder from the synthetic root, node 0), then retained sizes.
+ */
+function retainedSizes(): { retained: Float64Array; idom: Int32Array } {
+  const order = new Int32Array(nodeCount).fill(-1); // postorder number
+  const post: number[] = [];
+  const visited = new Uint8Array(nodeCount);
+  const stack: number[] = [0], edgeAt: number[] = [firstEdge[0]];
+  visited[0] = 1;
+  while (stack.length > 0) {
+    const i = stack[stack.length - 1];
+    const e = edgeAt[edgeAt.length - 1];
+    if (e >= firstEdge[i + 1]) {
+      stack.pop();
+      edgeAt.pop();
+      order[i] = post.length;
+      post.push(i);
+      continue;
+    }
+    edgeAt[edgeAt.length - 1] = e + EF;
+    if (edgeTypes[snap.edges[e + eType]] === "weak") continue;
+    const to = snap.edges[e + eTo] / NF;
+    if (visited[to]) continue;
+    visited[to] = 1;
+    stack.push(to);
+    edgeAt.push(firstEdge[to]);
+  }
+  // Predecessors of each reachable node.
+  const predCount = new Uint32Array(nodeCount + 1);
+  for (let i = 0; i < nodeCount; i++) {
+    if (!visited[i]) continue;
+    for (let e = firstEdge[i]; e < firstEdge[i + 1]; e += EF) {
+      if (edgeTypes[snap.edges[e + eType]] === "weak") continue;
+      predCount[snap.edges[e + eTo] / NF + 1]++;
+    }
+  }
+  for (let i = 0; i < nodeCount; i++) predCount[i + 1] += predCount[i];
+  const preds = new Int32Array(predCount[nodeCount]);
+  const fill = predCount.slice(0, nodeCount);
+  for (let i = 0; i < nodeCount; i++) {
+    if (!visited[i]) continue;
+    for (let e = firstEdge[i]; e < firstEdge[i + 1]; e += EF) {
+      if (edgeTypes[snap.edges[e + eType]] === "weak") continue;
+      preds[fill[snap.edges[e + eTo] / NF]++] = i;
+    }
+  }
+  const idom = new Int32Array(nodeCount).fill(-1);
+  idom[0] = 0;
+  const intersect = (a: number, b: number) => {
+    while (a !== b) {
+      while (order[a] < order[b]) a = idom[a];
+      while (order[b] < order[a]) b = idom[b];
+    }
+    return a;
+  };
+  for (let changed = true; changed;) {
+    changed = false;
+    for (let k = post.length - 2; k >= 0; k--) {
+      const i = post[k];
+      let dom = -1;
+      for (let p = predCount[i]; p < predCount[i + 1]; p++) {
+        const pred = preds[p];
+        if (idom[pred] === -1) continue;
+        dom = dom === -1 ? pred : intersect(pred, dom);
+      }
+      if (dom !== idom[i]) {
+        idom[i] = dom;
+        changed = true;
+      }
+    }
+  }
+  const retained = new Float64Array(nodeCount);
+  for (const i of post) retained[i] += sizeOf(i);
+  for (const i of post) if (i !== 0 && idom[i] >= 0) retained[idom[i]] += retained[i];
+  return { retained, idom };
+}
+
+if (flags.dominators) {
+  const { retained, idom } = retainedSizes();
+  console.log(`\nkeeping the most alive (retained size, immediate dominator chain):`);
+  const top = [...Array(nodeCount).keys()]
+    .filter((i) => typeOf(i) === "object" || typeOf(i) === "closure")
+    .sort((a, b) => retained[b] - retained[a]).slice(0, TOP);
+  for (const i of top) {
+    const chain: string[] = [];
+    for (let at = idom[i], d = 0; at > 0 && d < 6; at = idom[at], d++) {
+      chain.push(nameOf(at).slice(0, 30));
+    }
+    console.log(
+      `${mb(retained[i]).padStart(10)}  ${typeOf(i)}:${nameOf(i).slice(0, 40)}  <- ${
+        chain.join(" <- ")
+      }  | ${path(i, 5)}`,
+    );
+  }
+  const byClass = new Map<string, number>();
+  for (let i = 0; i < nodeCount; i++) {
+    // Counted where the dominator is of another class: a class's own tree counted once.
+    const name = `${typeOf(i)}:${nameOf(i).slice(0, 40)}`;
+    const dom = idom[i];
+    if (typeOf(i) !== "object" || dom < 0) continue;
+    if (`${typeOf(dom)}:${nameOf(dom).slice(0, 40)}` === name) continue;
+    byClass.set(name, (byClass.get(name) ?? 0) + retained[i]);
+  }
+  console.log(`\nretained, by class (outermost of each class):`);
+  for (const [name, size] of [...byClass].sort((a, b) => b[1] - a[1]).slice(0, TOP)) {
+    console.log(`${mb(size).padStart(10)}  ${name}`);
+  }
 }

@@ -32,6 +32,7 @@ import { acquireLock, isLock } from "../lib/disk/lock.ts";
 import { silentLogger } from "../lib/util/log.ts";
 import { HeapTrimmer } from "../lib/daemon/memory.ts";
 import { connectNode } from "../lib/sources/node.ts";
+import { anonByMapping } from "./anon_mappings.ts";
 
 export interface PhaseMemory {
   pass: number;
@@ -59,9 +60,6 @@ export interface PhaseMemory {
 if (Deno.args[0] !== "--passes") throw new Error("usage: memory_agent.ts --passes N FLAGS...");
 const PASSES = Number(Deno.args[1]);
 
-/** V8 reserves its heap in pages of this size; nothing else here maps regions of exactly it. */
-const V8_PAGE_BYTES = 256 * 1024;
-
 /** `mappings`: also split anonymous memory by mapping, which reads all of /proc/self/smaps
  *  (about a megabyte of text): only after a pass, so as not to weigh on the pass itself. */
 function kernelMemory(mappings: boolean) {
@@ -77,26 +75,11 @@ function kernelMemory(mappings: boolean) {
       v8Pages: NaN,
     };
   }
-  // Anonymous memory by mapping: glibc's main arena ([heap]), V8's pages, and the rest (other
-  // threads' malloc arenas, large malloc blocks, stacks, V8's code range).
-  let mallocHeap = 0, v8Pages = 0, bytes = 0, isHeap = false;
-  for (const line of Deno.readTextFileSync("/proc/self/smaps").split("\n")) {
-    const range = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
-    if (range) {
-      isHeap = line.endsWith("[heap]");
-      bytes = parseInt(range[2], 16) - parseInt(range[1], 16);
-    } else if (line.startsWith("Anonymous:")) {
-      const kb = Number(line.split(/\s+/)[1]);
-      if (isHeap) mallocHeap += kb;
-      else if (bytes === V8_PAGE_BYTES) v8Pages += kb;
-    }
-  }
   return {
     rss: field("VmRSS"),
     anon: field("RssAnon"),
     file: field("RssFile"),
-    mallocHeap,
-    v8Pages,
+    ...anonByMapping("self"),
   };
 }
 

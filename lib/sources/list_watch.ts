@@ -58,7 +58,8 @@ export interface ListWatchOptions<T> {
    * back-off: a promise while the server is known to be unreachable (resolved once it is back),
    * else undefined. Unset: the back-off alone. Thousands of watches that fail together (the
    * server gone) then try again together once, when it is back, instead of each on its own
-   * back-off meanwhile.
+   * back-off meanwhile; a watch is then resumed from its version, as after a first failure,
+   * however many outages it went through without an event.
    */
   unreachable?(): Promise<void> | undefined;
   /** The first retry after a failure (the back-off's first step); default at once. */
@@ -238,18 +239,27 @@ export class ListWatch<T> {
           // followed until a list succeeds again.
           this.#setUsable(false, end.failure);
           if (failures > 1) mustList = true;
-          await this.#retryWait(failures);
+          if (await this.#retryWait(failures)) {
+            // It failed because the server was gone, which says nothing of this watch: resumed
+            // from its version, as after a first failure (client-go's reflector, too, watches
+            // again after a refused connection rather than list). Otherwise every quiet watch
+            // would list after each outage but the first, thousands of lists at each return.
+            failures = 1;
+            mustList = false;
+          }
       }
     }
   }
 
   /** The wait before the next try after `failures` failures in a row: the back-off, and then
-   *  the server's return if it is known to be unreachable. */
-  async #retryWait(failures: number) {
+   *  the server's return if it is known to be unreachable. True when it waited for that. */
+  async #retryWait(failures: number): Promise<boolean> {
     const first = this.#opts.firstRetryMs;
     await this.#wait(failures <= 1 && first ? first() : backoffMs(failures));
     const unreachable = this.#opts.unreachable?.();
-    if (unreachable && !this.#stopped) await this.#until(unreachable);
+    if (!unreachable || this.#stopped) return false;
+    await this.#until(unreachable);
+    return true;
   }
 
   /** Waits for `promise`, or until interrupted (closed, or asked to watch again). */

@@ -534,6 +534,42 @@ for (const transport of TRANSPORTS) {
     });
   });
 
+  Deno.test(`quiet objects' watches resume without a list after every outage the pods' watch told, not only the first (${transport})`, async () => {
+    await withWatchingClient(transport, async ({ server, client, told }) => {
+      const refs = Array.from({ length: 3 }, (_, i) => {
+        server.setSecret("kube-system", `secret-${i}`, { key: `value-${i}` });
+        return { kind: "secret", namespace: "kube-system", name: `secret-${i}` } as const;
+      });
+      client.watchObjects?.(refs);
+      await until("in sync", () => refs.every((ref) => client.objectVersion?.(ref) !== undefined));
+      const objectLists = () =>
+        server.requests.filter((r) => r.target.includes("/secrets?") && !r.target.includes("watch"))
+          .length;
+      const listsBefore = objectLists();
+      // No event reaches the objects' watches between the outages: each failure of theirs would
+      // otherwise be one more of a series.
+      for (let outage = 1; outage <= 3; outage++) {
+        server.setFault("server-error");
+        server.closeWatches("drop");
+        await until(
+          `lost ${outage}`,
+          () => told.filter((t) => t === "apiserver lost").length === outage,
+        );
+        server.setFault("none");
+        await until(
+          `back ${outage}`,
+          () => told.filter((t) => t === "apiserver back").length === outage,
+        );
+        await until(`every watch open again ${outage}`, () => server.watchesOpen() === 4);
+        await until(
+          `in sync ${outage}`,
+          () => refs.every((ref) => client.objectVersion?.(ref) !== undefined),
+        );
+      }
+      assertEquals(objectLists(), listsBefore);
+    });
+  });
+
   Deno.test(`object watches asked at once are asked 64 at a time until answered (${transport})`, async () => {
     await withWatchingClient(transport, async ({ server, client }) => {
       await until("the pods in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
