@@ -320,6 +320,40 @@ export interface GetHandlers {
   error(e: unknown): void;
 }
 
+/** Failures to reach a peer at all, as node:net and Deno name them. */
+const CONNECTION_ERRORS = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ETIMEDOUT",
+  "EADDRNOTAVAIL",
+]);
+
+/**
+ * Peers (`host:port`, asked directly) whose last request got no answer: refused, reset, or given
+ * up on before anything came back. Deno's node:http(s) (2.9) keeps every request whose socket
+ * never connected alive for good, about 40 KiB of RSS each; a pass asks the API server every
+ * poll interval through an outage, which would leak for as long as the outage lasts, exactly
+ * when the agent matters. So a request to such a peer is made only once Deno's own connect,
+ * which frees a failed attempt, reached it; a peer that answers is asked without that again.
+ */
+const unanswering = new Set<string>();
+
+/** Undefined once a TCP connection to `host:port` was made (and closed), else why not. */
+function probe(hostname: string, port: number): Promise<Error | undefined> {
+  return Deno.connect({ hostname, port }).then(
+    (conn) => {
+      conn.close();
+      return undefined;
+    },
+    (e: Error) =>
+      Object.assign(new Error(`connect ${errorCode(e) ?? e.message} ${hostname}:${port}`), {
+        code: errorCode(e),
+      }),
+  );
+}
+
 /**
  * Sends a GET of `target.baseUrl + path` the target's way: direct (through `pool`, if any; a
  * proxied call never is), through a forward proxy, or through a tunnel. Returns the kind and
@@ -350,8 +384,29 @@ export function sendGet(
   const options = requestOptions(url, target, bearerToken);
   let request: http.ClientRequest | undefined;
   const gaveUp = new AbortController();
+  // A direct peer that leaves this request without any answer is asked through a probe next.
+  const peer = proxy === undefined ? `${options.hostname}:${options.port}` : undefined;
+  let heard: "nothing" | "answer" | "error" = "nothing";
+  const handlers: GetHandlers = {
+    response: (response) => {
+      heard = "answer";
+      if (peer !== undefined) unanswering.delete(peer);
+      on.response(response);
+    },
+    error: (e) => {
+      if (heard === "nothing" && peer !== undefined && CONNECTION_ERRORS.has(errorCode(e) ?? "")) {
+        unanswering.add(peer);
+      }
+      if (heard === "nothing") heard = "error";
+      on.error(e);
+    },
+  };
   const sent: SentGet = {
     destroy() {
+      // Given up on while nothing came back (the deadline): as a connection that failed.
+      if (heard === "nothing" && peer !== undefined && !gaveUp.signal.aborted) {
+        unanswering.add(peer);
+      }
       gaveUp.abort();
       request?.destroy();
     },
@@ -359,22 +414,31 @@ export function sendGet(
 
   const send = (module: typeof https | typeof http, sendOptions: https.RequestOptions) => {
     try {
-      request = module.request(sendOptions, on.response);
+      request = module.request(sendOptions, handlers.response);
     } catch (e) {
-      on.error(e);
+      handlers.error(e);
       return;
     }
     request.on("error", (e) => {
-      if (!gaveUp.signal.aborted) on.error(e);
+      if (!gaveUp.signal.aborted) handlers.error(e);
     });
     request.end();
   };
 
   if (proxy === undefined) {
-    send(protocol === "https:" ? https : http, {
-      ...options,
-      agent: pool?.agent(protocol) ?? directAgent(protocol),
-    });
+    const direct = () =>
+      send(protocol === "https:" ? https : http, {
+        ...options,
+        agent: pool?.agent(protocol) ?? directAgent(protocol),
+      });
+    if (!unanswering.has(peer!)) direct();
+    else {
+      probe(String(options.hostname), Number(options.port)).then((e) => {
+        if (gaveUp.signal.aborted) return;
+        if (e === undefined) direct();
+        else handlers.error(e);
+      });
+    }
   } else if (protocol === "http:" && !proxy.url.protocol.startsWith("socks")) {
     const forward = viaForwardProxy(url, proxy, options);
     send(forward.module, forward.options);

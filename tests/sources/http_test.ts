@@ -179,15 +179,67 @@ Deno.test("getJson gives up on a peer that never answers", async () => {
   });
 });
 
-Deno.test("getJson reports a closed port as unreachable", async () => {
+Deno.test("getJson reports a closed port as unreachable, and asks it again once a connection to it is made", async () => {
   await using(answering(), async (peer) => {
     await peer.stopListening();
-    const f = failure(await getJson(target(peer.url), { path: "/", schema: Answer }));
-    assertEquals(f.kind, "unreachable");
-    assert(f.message.includes("ECONNREFUSED"), f.message);
+    const get = () => getJson(target(peer.url), { path: "/", schema: Answer });
+    for (let i = 0; i < 2; i++) {
+      // The second is refused to the probe before any request (see the next test).
+      const f = failure(await get());
+      assertEquals(f.kind, "unreachable");
+      assert(f.message.includes("ECONNREFUSED"), f.message);
+    }
     await peer.resumeListening();
-    assertEquals((await getJson(target(peer.url), { path: "/", schema: Answer })).ok, true);
+    const accepted = peer.connections().accepted;
+    assertEquals((await get()).ok, true);
+    // The probe's connection, then the request's.
+    assertEquals(peer.connections().accepted - accepted, 2);
+    assertEquals((await get()).ok, true);
+    assertEquals(peer.connections().accepted - accepted, 3);
+    assertEquals(peer.requestCount("/"), 2);
   });
+});
+
+Deno.test("GETs refused by a gone peer keep nothing alive (Deno's node:https would keep each)", async () => {
+  const script = `
+    import { z } from "zod";
+    import { getJson } from ${
+    JSON.stringify(new URL("../../lib/sources/http.ts", import.meta.url).href)
+  };
+    import { createSimCa } from ${
+    JSON.stringify(new URL("../../lib/sim/pki.ts", import.meta.url).href)
+  };
+    const ca = await createSimCa();
+    const target = {
+      source: "apiserver",
+      baseUrl: "https://127.0.0.1:1",
+      timeoutMs: 5000,
+      tls: { verifyServer: true, caPem: ca.certPem },
+    };
+    const refused = async (n) => {
+      for (let i = 0; i < n; i++) {
+        const r = await getJson(target, { path: "/api/v1/pods", schema: z.unknown() });
+        if (r.ok || r.failure.kind !== "unreachable") throw new Error(JSON.stringify(r));
+      }
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      gc();
+      return Deno.memoryUsage().heapUsed;
+    };
+    const before = await refused(20);
+    const after = await refused(300);
+    console.log(JSON.stringify({ before, after }));
+  `;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--v8-flags=--expose-gc", script],
+    cwd: new URL("../..", import.meta.url).pathname,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert(out.success, new TextDecoder().decode(out.stderr));
+  const { before, after } = JSON.parse(new TextDecoder().decode(out.stdout));
+  // Kept, each would hold about 20 KB of heap: 6 MB for 300.
+  assert(after - before < 1_500_000, `${before} -> ${after} bytes of heap in use`);
 });
 
 Deno.test("getJson reaches an IPv6 loopback address", async () => {
