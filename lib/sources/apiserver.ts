@@ -408,6 +408,8 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   }
   /** Set while the pods' watch says the API server is lost; resolved when it is back. */
   let lost: PromiseWithResolvers<void> | undefined;
+  /** How many times the pods' watch said the API server was lost. */
+  let outages = 0;
   const pods = listWatch(nodePodsPath(settings.nodeName), VersionedPodListSchema, watchOver, {
     item: podOfEvent,
     key: podKey,
@@ -419,8 +421,10 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
     silent: renew,
     changed: () => changes.emit("pod changed"),
     reachability: (state) => {
-      if (state === "lost") lost ??= Promise.withResolvers();
-      else {
+      if (state === "lost") {
+        if (lost === undefined) outages++;
+        lost ??= Promise.withResolvers();
+      } else {
         lost?.resolve();
         lost = undefined;
       }
@@ -440,7 +444,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
       // requests on the main thread while the pass that activates the copies runs. Their first
       // retry waits a little, as client-go's reflector's does (0.8 to 1.6 s), so that a loss
       // the pods' watch has not told yet holds them too.
-      unreachable: () => lost?.promise,
+      server: () => ({ lost: lost?.promise, outages }),
       firstRetryMs: () => pick([800, 1600]),
       changed: () => changes.emit(`${ref.kind === "secret" ? "secret" : "configmap"} changed`),
     });

@@ -54,14 +54,16 @@ export interface ListWatchOptions<T> {
   /** After a 403 or 405 (watches refused), the next try this much later. */
   retryRefusedMs: number;
   /**
-   * Before a watch or list is tried again after a failure, what it waits for besides its
-   * back-off: a promise while the server is known to be unreachable (resolved once it is back),
-   * else undefined. Unset: the back-off alone. Thousands of watches that fail together (the
-   * server gone) then try again together once, when it is back, instead of each on its own
-   * back-off meanwhile; a watch is then resumed from its version, as after a first failure,
-   * however many outages it went through without an event.
+   * What another watch of the same server (the pods') says of it: `lost`, a promise while the
+   * server is known to be unreachable (resolved once it is back), and `outages`, how many times
+   * it was lost so far. Before a watch or list is tried again after a failure, it waits for
+   * `lost` besides its back-off: thousands of watches that fail together (the server gone) then
+   * try again together once, when it is back, instead of each on its own back-off meanwhile. A
+   * watch whose failures an outage explains (it waited for one, or one came and went during its
+   * back-off) is then resumed from its version, as after a first failure, however many outages
+   * it went through without an event. Unset: the back-off alone.
    */
-  unreachable?(): Promise<void> | undefined;
+  server?(): { lost?: Promise<void>; outages: number };
   /** The first retry after a failure (the back-off's first step); default at once. */
   firstRetryMs?(): number;
   /** A watch was taken for broken because it stayed silent past its timeout: the connection
@@ -180,6 +182,8 @@ export class ListWatch<T> {
 
   async #run() {
     let failures = 0;
+    /** How many outages the server had told when this series of failures began. */
+    let outagesBefore: number | undefined;
     let mustList = true;
     let listedAt = 0;
     const seed = this.#opts.seed;
@@ -235,30 +239,39 @@ export class ListWatch<T> {
           // bookmarks) would add every outage's failures to the last, and the back-off after
           // the fifth would hold the return of the server many seconds.
           failures = end.worked ? 1 : failures + 1;
+          if (failures === 1) outagesBefore = this.#opts.server?.().outages;
           // Resumed once at once; a watch that cannot be resumed is a server that cannot be
           // followed until a list succeeds again.
           this.#setUsable(false, end.failure);
           if (failures > 1) mustList = true;
-          if (await this.#retryWait(failures)) {
+          if (await this.#retryWait(failures, outagesBefore)) {
             // It failed because the server was gone, which says nothing of this watch: resumed
             // from its version, as after a first failure (client-go's reflector, too, watches
             // again after a refused connection rather than list). Otherwise every quiet watch
             // would list after each outage but the first, thousands of lists at each return.
             failures = 1;
+            outagesBefore = this.#opts.server?.().outages;
             mustList = false;
           }
       }
     }
   }
 
-  /** The wait before the next try after `failures` failures in a row: the back-off, and then
-   *  the server's return if it is known to be unreachable. True when it waited for that. */
-  async #retryWait(failures: number): Promise<boolean> {
+  /**
+   * The wait before the next try after `failures` failures in a row: the back-off, and then the
+   * server's return if it is known to be unreachable. True when an outage explains the failures:
+   * it waited for the return, or the server was lost since `outagesBefore` (an outage shorter
+   * than the back-off, over before it ended).
+   */
+  async #retryWait(failures: number, outagesBefore?: number): Promise<boolean> {
     const first = this.#opts.firstRetryMs;
     await this.#wait(failures <= 1 && first ? first() : backoffMs(failures));
-    const unreachable = this.#opts.unreachable?.();
-    if (!unreachable || this.#stopped) return false;
-    await this.#until(unreachable);
+    const server = this.#opts.server?.();
+    if (!server || this.#stopped) return false;
+    if (server.lost === undefined) {
+      return outagesBefore !== undefined && server.outages !== outagesBefore;
+    }
+    await this.#until(server.lost);
     return true;
   }
 
