@@ -1,7 +1,8 @@
 /**
  * Starts are durable when they are told: converge links every started checkpoint into the
- * static-pod dir, fsyncs that directory once for all of them, and only then applies each start.
- * Seen in the system calls of a real run (strace), not assumed.
+ * static-pod dir (straight to its name, none being there), fsyncs that directory once for all of
+ * them, and only then applies each start. Seen in the system calls of a real run (strace), not
+ * assumed.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { withTempDir } from "../helpers/temp_dir.ts";
@@ -18,7 +19,8 @@ function straceRuns(): boolean {
 }
 
 Deno.test({
-  name: "started checkpoints: linked, the static-pod dir fsynced once, then each applied",
+  name:
+    "started checkpoints: each linked to its name, the static-pod dir fsynced once, then applied",
   // Where ptrace is not permitted (some containers), the order cannot be seen: said, not passed.
   ignore: !straceRuns(),
   fn: async () => {
@@ -27,7 +29,7 @@ Deno.test({
       const run = await new Deno.Command("strace", {
         args: [
           ...["-f", "-y", "-qq", "-s", "200", "-o", log],
-          ...["-e", "trace=fsync,fdatasync,rename,renameat,renameat2,write"],
+          ...["-e", "trace=fsync,fdatasync,link,linkat,rename,renameat,renameat2,write"],
           Deno.execPath(),
           ...["run", "--allow-all", CHILD, `${dir}/node`, String(COUNT)],
         ],
@@ -48,13 +50,17 @@ Deno.test({
           events.push("fsync");
         } else if (/\brename(at2?)?\(/.test(line) && line.includes(`"${manifests}/`)) {
           events.push("rename");
+        } else if (/\blink(at)?\(/.test(line) && line.includes(`"${manifests}/`)) {
+          // The target's name, straight: no dot-named temp link.
+          events.push(line.includes(`"${manifests}/.`) ? "temp link" : "link");
         } else if (/write\(1<[^>]*>, "applied start /.test(line)) events.push("applied");
       }
       const fsync = events.indexOf("fsync");
       assertEquals(events.filter((e) => e === "fsync").length, 1, events.join(" "));
-      assertEquals(events.filter((e) => e === "rename").length, COUNT);
+      assertEquals(events.filter((e) => e === "link").length, COUNT, events.join(" "));
+      assertEquals(events.filter((e) => e !== "link" && e !== "applied" && e !== "fsync"), []);
       assertEquals(events.filter((e) => e === "applied").length, COUNT);
-      assert(events.lastIndexOf("rename") < fsync, "every link is in place before the fsync");
+      assert(events.lastIndexOf("link") < fsync, "every link is in place before the fsync");
       assert(events.indexOf("applied") > fsync, "no start is told before the fsync");
     });
   },
