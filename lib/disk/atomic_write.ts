@@ -217,15 +217,21 @@ export async function atomicLink(
   return "linked";
 }
 
-/** Deletes a file durably; "absent" when there was nothing to delete. */
-export async function removeDurably(path: string): Promise<"removed" | "absent"> {
+/**
+ * Deletes a file durably; "absent" when there was nothing to delete. `syncDirectory: false`: the
+ * deletion is durable only once the caller has fsynced the directory.
+ */
+export async function removeDurably(
+  path: string,
+  syncDirectory = true,
+): Promise<"removed" | "absent"> {
   try {
     await Deno.remove(path);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return "absent";
     throw e;
   }
-  await syncDir(dirname(path));
+  if (syncDirectory) await syncDir(dirname(path));
   return "removed";
 }
 

@@ -283,14 +283,22 @@ async function holdsCheckpoint(file: string, id: string): Promise<boolean> {
     podId(read.pod) === id;
 }
 
-/** Deletes `id`'s manifests in `dir` under either of its names, but `keep`; returns the paths. */
-async function removeManifests(dir: string, id: string, keep?: string): Promise<string[]> {
+/**
+ * Deletes `id`'s manifests in `dir` under either of its names, but `keep`; returns the paths.
+ * `syncDirectory` as removeDurably's.
+ */
+async function removeManifests(
+  dir: string,
+  id: string,
+  keep?: string,
+  syncDirectory = true,
+): Promise<string[]> {
   validId(id);
   const removed: string[] = [];
   for (const name of manifestFileNames(id)) {
     const file = join(dir, name);
     if (name === keep || !await holdsCheckpoint(file, id)) continue;
-    if (await removeDurably(file) === "removed") removed.push(file);
+    if (await removeDurably(file, syncDirectory) === "removed") removed.push(file);
   }
   return removed;
 }
@@ -309,14 +317,17 @@ export async function activeManifestFile(
 /**
  * Withdraws a checkpoint from the kubelet: its active manifest under either name, but `keep`
  * (an activation's own name, when a copy under the other name is left over). A file there that
- * holds anything else is not ours and stays.
+ * holds anything else is not ours and stays. `syncDirectory: false`: the withdrawal is durable
+ * only once the caller has fsynced the static-pod dir (converge.ts does, once for every
+ * checkpoint it stops).
  */
 export async function deactivateCheckpoint(
   paths: CheckpointTrees,
   id: string,
   keep?: string,
+  syncDirectory = true,
 ): Promise<"removed" | "absent"> {
-  const removed = await removeManifests(paths.staticPodDir, id, keep);
+  const removed = await removeManifests(paths.staticPodDir, id, keep, syncDirectory);
   return removed.length > 0 ? "removed" : "absent";
 }
 
