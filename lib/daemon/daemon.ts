@@ -17,7 +17,7 @@ import { HeapTrimmer } from "./memory.ts";
 import type { Timers } from "../util/timers.ts";
 import { type PassCause, PassScheduler } from "./pass_scheduler.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
-import { API_LOST, REACHABILITY } from "../sources/changes.ts";
+import { REACHABILITY } from "../sources/changes.ts";
 
 export type PassListener = (report: PassReport, cause: PassCause) => void;
 
@@ -37,7 +37,8 @@ export class Daemon {
   readonly startedAt: Instant;
   /** When the pass under way started; undefined between passes. */
   #passStartedAt?: Instant;
-  /** Aborted when the API server is lost while the pass under way runs (Agent.pass `cut`). */
+  /** Aborted when the API server is lost or back while the pass under way runs (Agent.pass
+   *  `cut`). */
   #cut?: AbortController;
   /** When a pass last finished, complete or not: the loop's heartbeat. */
   lastTick?: Instant;
@@ -178,10 +179,12 @@ export class Daemon {
     if (signal.aborted) return;
     const scheduler = this.#scheduler;
     const unsubscribe = this.agent.changes?.subscribe((reason) => {
-      // The pass under way planned with the API server there: what it has not started yet waits
-      // for the next pass, which activates the copies, rather than that pass waiting for it.
-      if (reason === API_LOST) this.#cut?.abort();
-      scheduler.trigger(REACHABILITY.has(reason) ? "apiserver" : "change", reason);
+      // The pass under way planned with the API server there (or not): what it has not started
+      // yet waits for the next pass, which activates the copies (or withdraws them), rather than
+      // that pass waiting for it.
+      const reachability = REACHABILITY.has(reason);
+      if (reachability) this.#cut?.abort();
+      scheduler.trigger(reachability ? "apiserver" : "change", reason);
     });
     const dirs = new DirWatcher({
       dirs: [this.config.staticPodDir, this.config.inactiveDir],

@@ -1,11 +1,11 @@
 /**
- * A pass cut short (Agent.pass `cut`, aborted by the daemon when the API server is lost while a
- * pass runs): it starts no further checkpoint write nor record, leaves them to the next pass, and
- * never holds back what it planned to stop, start or remove.
+ * A pass cut short (Agent.pass `cut`, aborted by the daemon when the API server is lost or back
+ * while a pass runs): it starts no further checkpoint write nor record, leaves them to the next
+ * pass, and never holds back what it planned to stop, start or remove.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { manyParents } from "../../lib/sim/control_plane.ts";
-import { ChangeFanout } from "../../lib/sources/changes.ts";
+import { API_BACK, API_LOST, ChangeFanout } from "../../lib/sources/changes.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
 import { readStatusRecords } from "../../lib/store/status_store.ts";
 import { DaemonFixture } from "../admin/harness.ts";
@@ -74,7 +74,8 @@ Deno.test("cut short: the copies the pass planned to start are started and durab
   });
 });
 
-Deno.test("cut short: the daemon cuts the pass under way when the API server is lost, and the next pass does the rest", async () => {
+/** The daemon's loop, told `reason` while its first pass writes checkpoints. */
+async function cutByTheDaemon(reason: string) {
   const parents = 20;
   const feed = new ChangeFanout();
   let told = false;
@@ -84,7 +85,7 @@ Deno.test("cut short: the daemon cuts the pass under way when the API server is 
     onApplied: (action) => {
       if (told || action.op !== "checkpoint") return;
       told = true;
-      feed.emit("apiserver lost");
+      feed.emit(reason);
     },
   });
   const stop = new AbortController();
@@ -107,4 +108,12 @@ Deno.test("cut short: the daemon cuts the pass under way when the API server is 
     await looping;
     await f.close();
   }
+}
+
+Deno.test("cut short: the daemon cuts the pass under way when the API server is lost, and the next pass does the rest", async () => {
+  await cutByTheDaemon(API_LOST);
+});
+
+Deno.test("cut short: the daemon cuts the pass under way when the API server is back, and the next pass does the rest", async () => {
+  await cutByTheDaemon(API_BACK);
 });
