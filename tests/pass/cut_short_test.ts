@@ -8,6 +8,7 @@ import { manyParents } from "../../lib/sim/control_plane.ts";
 import { API_BACK, API_LOST, ChangeFanout } from "../../lib/sources/changes.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
 import { readStatusRecords } from "../../lib/store/status_store.ts";
+import { HeapTrimmer } from "../../lib/daemon/memory.ts";
 import { DaemonFixture } from "../admin/harness.ts";
 import { withAgentOnNode } from "../helpers/agent_on_node.ts";
 import { tree } from "../helpers/tree.ts";
@@ -74,12 +75,19 @@ Deno.test("cut short: the copies the pass planned to start are started and durab
   });
 });
 
-/** The daemon's loop, told `reason` while its first pass writes checkpoints. */
+/**
+ * The daemon's loop, told `reason` while its first pass writes checkpoints. The heap is not
+ * trimmed after the pass cut short: the pass after it follows at once.
+ */
 async function cutByTheDaemon(reason: string) {
   const parents = 20;
   const feed = new ChangeFanout();
   let told = false;
+  const passes: PassReport[] = [];
+  // The passes ended when each collection was made.
+  const collectedAfter: number[] = [];
   const f = await DaemonFixture.start({}, { cluster: manyParents("cp-1", parents) }, {
+    heap: new HeapTrimmer(() => collectedAfter.push(passes.length)),
     changes: feed,
     // The first checkpoint written: the others (at most 7 under way) are not started yet.
     onApplied: (action) => {
@@ -89,7 +97,6 @@ async function cutByTheDaemon(reason: string) {
     },
   });
   const stop = new AbortController();
-  const passes: PassReport[] = [];
   f.daemon.onPass((report) => passes.push(report));
   const looping = f.daemon.loop(stop.signal);
   try {
@@ -103,6 +110,8 @@ async function cutByTheDaemon(reason: string) {
     assert(done, "a pass after it did the rest");
     const manifests = (await files(f.config.inactiveDir)).filter((p) => !p.includes("/"));
     assertEquals(manifests.length, parents);
+    assert(!collectedAfter.includes(1), `collections after passes ${collectedAfter}`);
+    assert(collectedAfter.length > 0, "the heap is trimmed after the passes that are not cut");
   } finally {
     stop.abort();
     await looping;
