@@ -222,7 +222,10 @@ export async function writeInactiveManifest(
   );
 }
 
-/** Whether the active manifest (`info`) already is the inactive one (`source`): one file, or equal. */
+/**
+ * Whether the active manifest (`info`) already is the inactive one (`source`): one file, or
+ * equal.
+ */
 async function isActive(
   active: string,
   info: Deno.FileInfo,
