@@ -4,7 +4,7 @@
  * its static-pod directory), written with its final mode, fsynced, chowned when asked, renamed
  * over the target, then the directory fsynced. A crash at any instant leaves either the old file
  * or the new one, never a torn or empty one. atomicLink puts an existing file under a second name
- * the same way, without writing its content again.
+ * without writing its content again: straight under a new name, the same way over an old one.
  */
 import { basename, dirname, join } from "node:path";
 
@@ -168,14 +168,22 @@ async function renameOver(
 /** Why a hard link cannot be made where a copy can: another file system, or none of links. */
 const NO_LINK_CODES = new Set(["EXDEV", "EPERM", "EOPNOTSUPP", "ENOTSUP", "EMLINK"]);
 
+function cannotLink(e: unknown): boolean {
+  return NO_LINK_CODES.has((e as { code?: string }).code ?? "");
+}
+
 /**
- * Makes `target` name the file `source` names, atomically and durably: a temp hard link beside
- * `target` (named as atomicWrite's temp files, so the sweep removes a leftover and the kubelet
- * ignores it), renamed over `target`, then the directory fsynced. A link takes no data blocks,
- * so this works on a completely full file system. Where no link can be made (`source` on
- * another file system, or one without hard links) the content is copied by atomicWrite with
- * `opts`, which needs the space. `syncDirectory: false`: a link is durable only once the caller
- * has fsynced the target's directory (a copy is durable at once).
+ * Makes `target` name the file `source` names, atomically and durably. A target that does not
+ * exist is linked straight to its name: link(2) makes the name with the whole file behind it in
+ * one step, so no temp name is needed. That first link is made in place (synchronously): a
+ * failover links a thousand manifests at once, and each asynchronous call waits for a round
+ * trip through Deno's blocking pool while the event loop is at its busiest. A target that
+ * exists is replaced: a temp hard link beside it (named as atomicWrite's temp files, so the
+ * sweep removes a leftover and the kubelet ignores it), renamed over it. Then the directory is
+ * fsynced. A link takes no data blocks, so this works on a completely full file system. Where
+ * no link can be made (`source` on another file system, or one without hard links) the content
+ * is copied by atomicWrite with `opts`, which needs the space. `syncDirectory: false`: a link is
+ * durable only once the caller has fsynced the target's directory (a copy is durable at once).
  */
 export async function atomicLink(
   source: string,
@@ -183,27 +191,47 @@ export async function atomicLink(
   opts: WriteOptions,
   syncDirectory = true,
 ): Promise<"linked" | "copied"> {
-  const temp = tempPathFor(target);
+  const copy = async () => {
+    await atomicWrite(target, await Deno.readFile(source), opts);
+    return "copied" as const;
+  };
+  let temp: string | undefined;
+  try {
+    Deno.linkSync(source, target);
+  } catch (e) {
+    if (cannotLink(e)) return await copy();
+    if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+    temp = tempPathFor(target);
+  }
+  if (temp === undefined) {
+    if (syncDirectory) await syncDir(dirname(target));
+    return "linked";
+  }
   try {
     await Deno.link(source, temp);
   } catch (e) {
-    if (!NO_LINK_CODES.has((e as { code?: string }).code ?? "")) throw e;
-    await atomicWrite(target, await Deno.readFile(source), opts);
-    return "copied";
+    if (cannotLink(e)) return await copy();
+    throw e;
   }
   await renameOver(temp, target, () => Promise.resolve(), syncDirectory);
   return "linked";
 }
 
-/** Deletes a file durably; "absent" when there was nothing to delete. */
-export async function removeDurably(path: string): Promise<"removed" | "absent"> {
+/**
+ * Deletes a file durably; "absent" when there was nothing to delete. `syncDirectory: false`: the
+ * deletion is durable only once the caller has fsynced the directory.
+ */
+export async function removeDurably(
+  path: string,
+  syncDirectory = true,
+): Promise<"removed" | "absent"> {
   try {
     await Deno.remove(path);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return "absent";
     throw e;
   }
-  await syncDir(dirname(path));
+  if (syncDirectory) await syncDir(dirname(path));
   return "removed";
 }
 

@@ -30,7 +30,7 @@ import {
 } from "./atomic_write.ts";
 import { mapConcurrent } from "../util/map_concurrent.ts";
 import { ensureDir, removeIfEmpty, removeTree } from "./dirs.ts";
-import { ParsedFiles } from "./verified_files.ts";
+import { lstatOrUndefined, ParsedFiles } from "./verified_files.ts";
 import { removeVersionsDir } from "./versions.ts";
 
 export interface ManifestFile {
@@ -222,19 +222,17 @@ export async function writeInactiveManifest(
   );
 }
 
-async function lstatOrUndefined(path: string): Promise<Deno.FileInfo | undefined> {
-  try {
-    return await Deno.lstat(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return undefined;
-    throw e;
-  }
-}
-
-/** Whether the active manifest already is the inactive one (`source`): one file, or equal. */
-async function isActive(active: string, inactive: string, source: Deno.FileInfo) {
-  const info = await lstatOrUndefined(active);
-  if (!info?.isFile) return false;
+/**
+ * Whether the active manifest (`info`) already is the inactive one (`source`): one file, or
+ * equal.
+ */
+async function isActive(
+  active: string,
+  info: Deno.FileInfo,
+  inactive: string,
+  source: Deno.FileInfo,
+) {
+  if (!info.isFile) return false;
   if (info.dev === source.dev && info.ino === source.ino) return true;
   if (info.size !== source.size || info.mode === null) return false;
   if ((info.mode & 0o7777) !== MANIFEST_MODE) return false;
@@ -265,11 +263,15 @@ export async function activateCheckpoint(
   syncDirectory = true,
 ): Promise<WriteOutcome | "no-inactive-manifest"> {
   const { inactiveManifest, activeManifest } = checkpointPaths(paths, id, file);
-  const source = await lstatOrUndefined(inactiveManifest);
+  // In place, as atomicLink's link is: a failover makes these calls for every checkpoint at once.
+  const source = lstatOrUndefined(inactiveManifest);
   if (!source) return "no-inactive-manifest";
   if (!source.isFile) throw new Error(`${inactiveManifest} is not a regular file`);
-  if (await isActive(activeManifest, inactiveManifest, source)) return "unchanged";
-  await assertOursOrAbsent(activeManifest, id);
+  const active = lstatOrUndefined(activeManifest);
+  if (active) {
+    if (await isActive(activeManifest, active, inactiveManifest, source)) return "unchanged";
+    await assertOursOrAbsent(activeManifest, id);
+  }
   await intoDir(
     paths.staticPodDir,
     () => atomicLink(inactiveManifest, activeManifest, { mode: MANIFEST_MODE }, syncDirectory),
@@ -284,14 +286,22 @@ async function holdsCheckpoint(file: string, id: string): Promise<boolean> {
     podId(read.pod) === id;
 }
 
-/** Deletes `id`'s manifests in `dir` under either of its names, but `keep`; returns the paths. */
-async function removeManifests(dir: string, id: string, keep?: string): Promise<string[]> {
+/**
+ * Deletes `id`'s manifests in `dir` under either of its names, but `keep`; returns the paths.
+ * `syncDirectory` as removeDurably's.
+ */
+async function removeManifests(
+  dir: string,
+  id: string,
+  keep?: string,
+  syncDirectory = true,
+): Promise<string[]> {
   validId(id);
   const removed: string[] = [];
   for (const name of manifestFileNames(id)) {
     const file = join(dir, name);
     if (name === keep || !await holdsCheckpoint(file, id)) continue;
-    if (await removeDurably(file) === "removed") removed.push(file);
+    if (await removeDurably(file, syncDirectory) === "removed") removed.push(file);
   }
   return removed;
 }
@@ -310,14 +320,17 @@ export async function activeManifestFile(
 /**
  * Withdraws a checkpoint from the kubelet: its active manifest under either name, but `keep`
  * (an activation's own name, when a copy under the other name is left over). A file there that
- * holds anything else is not ours and stays.
+ * holds anything else is not ours and stays. `syncDirectory: false`: the withdrawal is durable
+ * only once the caller has fsynced the static-pod dir (converge.ts does, once for every
+ * checkpoint it stops).
  */
 export async function deactivateCheckpoint(
   paths: CheckpointTrees,
   id: string,
   keep?: string,
+  syncDirectory = true,
 ): Promise<"removed" | "absent"> {
-  const removed = await removeManifests(paths.staticPodDir, id, keep);
+  const removed = await removeManifests(paths.staticPodDir, id, keep, syncDirectory);
   return removed.length > 0 ? "removed" : "absent";
 }
 

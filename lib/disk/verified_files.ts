@@ -54,7 +54,7 @@ export function settledIdentity(info: Deno.FileInfo, now: number): string | unde
  * place, the steady pass at 1,000 parents took a fifth less time (docs/benchmarks.md); an lstat
  * of a local file costs microseconds.
  */
-function lstatOrUndefined(path: string): Deno.FileInfo | undefined {
+export function lstatOrUndefined(path: string): Deno.FileInfo | undefined {
   try {
     return Deno.lstatSync(path);
   } catch (e) {

@@ -4,8 +4,8 @@
  * - observe (observe.ts): ask the API server, the kubelet and the runtime, and read both manifest
  *   dirs and the previous pass's states, building exactly the snapshot `ckpt-agent plan` reads;
  * - plan: the pure planner (lib/core/pass.ts);
- * - apply: write the checkpoints of the parents seen (checkpoints.ts), then stop, start and
- *   remove (converge.ts), converging every tracked checkpoint to its action;
+ * - apply: stop (converge.ts), write the checkpoints of the parents seen (checkpoints.ts), then
+ *   start and remove (converge.ts), converging every tracked checkpoint to its action;
  * - persist (persist.ts): one status record per tracked checkpoint, and the sandboxes of active
  *   checkpoints;
  * - judge (stalls.ts): which started checkpoints have had no running copy for startTimeout.
@@ -24,7 +24,7 @@ import type { NodeSources } from "../sources/node.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
 import type { Logger } from "../util/log.ts";
 import { CheckpointWriter, type WatchedCandidate } from "./checkpoints.ts";
-import { converge, desiredActions } from "./converge.ts";
+import { converge, desiredActions, withdraw } from "./converge.ts";
 import { ManifestDirChecks } from "./manifest_dirs.ts";
 import { ManifestNamer } from "./names.ts";
 import {
@@ -138,8 +138,9 @@ export class Agent {
   /**
    * A full pass, from and into what the agent holds in `stores`. `dirsQuiet`: the manifest dirs'
    * watch's `quiet` (lib/daemon/dir_watch.ts), if they are watched. `cut`: aborted when what the
-   * pass planned from is no longer so (the API server lost): the pass then starts no further
-   * checkpoint write nor record, and leaves them to the next pass, which the daemon runs at once.
+   * pass planned from is no longer so (the API server lost, or back): the pass then starts no
+   * further checkpoint write nor record, and leaves them to the next pass, which the daemon runs
+   * at once.
    * Stops, starts and removes are never cut: they are the plan.
    */
   async pass(
@@ -179,6 +180,7 @@ export class Agent {
     await this.#dirs.beforeWriting();
     // Before any write: two checkpoints written at once must never target one file.
     const names = this.#names.assign(result, obs.manifestFiles);
+    await withdraw(this.#opts.config, this.#writes, result, obs, report);
     const left = await this.#checkpoints.write(result, obs, names, report, cut);
     await converge(this.#opts.config, this.#writes, result, obs, names, report);
     return left;

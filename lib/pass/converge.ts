@@ -1,7 +1,8 @@
 /**
- * Apply, second part: stop, then start, then remove, so that every tracked checkpoint converges
- * to its action: a stopped checkpoint has no manifest in the static-pod dir, a started one has
- * its inactive manifest there, a removed one has no file left at all.
+ * Apply, around the checkpoint writes: stop before them, start and remove after them, so that
+ * every tracked checkpoint converges to its action: a stopped checkpoint has no manifest in the
+ * static-pod dir, a started one has its inactive manifest there, a removed one has no file left
+ * at all.
  */
 import type { CheckpointTrees } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
@@ -25,6 +26,61 @@ export function desiredActions(result: PassResult): Map<string, Action> {
   return desired;
 }
 
+/** The tracked checkpoints whose action is `action`. */
+function idsOf(desired: ReadonlyMap<string, Action>, action: Action): string[] {
+  return [...desired].filter(([, a]) => a === action).map(([id]) => id);
+}
+
+/**
+ * Applies `op` for each of `ids` in `done` once the static-pod dir, where they were linked or
+ * unlinked without an fsync each, is fsynced: once for all of them. A failover or a withdrawal
+ * at 1,000 parents otherwise waited on a thousand fsyncs of one directory.
+ */
+async function appliedOnceSynced(
+  paths: CheckpointTrees,
+  writes: Writes,
+  report: PassReport,
+  op: "start" | "stop",
+  ids: readonly string[],
+  done: ReadonlySet<string>,
+) {
+  if (done.size === 0) return;
+  const unsynced = await syncDir(paths.staticPodDir).then(() => undefined, (e: Error) => e);
+  for (const id of ids) {
+    if (!done.has(id)) continue;
+    if (unsynced) await writes.attempt(report, op, id, () => Promise.reject(unsynced));
+    else writes.applied(report, { op, id });
+  }
+}
+
+/**
+ * Stop: the active manifest of every checkpoint to stop is deleted, durably. A pass does this
+ * before it writes any checkpoint: a copy whose parent is back competes with it (for its ports,
+ * among others), and must not wait for a thousand checkpoints to be looked at.
+ */
+export async function withdraw(
+  paths: CheckpointTrees,
+  writes: Writes,
+  result: PassResult,
+  obs: Observation,
+  report: PassReport,
+) {
+  const active = obs.manifestFiles.active;
+  // Nothing to delete for a stop whose active manifest was not there when this pass read the
+  // directory: a steady pass then makes no call per inactive checkpoint.
+  const stops = idsOf(desiredActions(result), "stop").filter((id) =>
+    !parseValidId(id) || filesHolding(active, id).length > 0
+  );
+  const removed = new Set<string>();
+  await writes.forEachCheckpoint(report, stops, async (id, out) => {
+    await writes.attempt(out, "stop", id, async () => {
+      if (await deactivateCheckpoint(paths, id, undefined, false) === "removed") removed.add(id);
+    });
+  });
+  await appliedOnceSynced(paths, writes, report, "stop", stops, removed);
+}
+
+/** Start, then remove: after the checkpoint writes, which a start links. */
 export async function converge(
   paths: CheckpointTrees,
   writes: Writes,
@@ -34,24 +90,8 @@ export async function converge(
   report: PassReport,
 ) {
   const desired = desiredActions(result);
-  const ids = (action: Action) => [...desired].filter(([, a]) => a === action).map(([id]) => id);
   const active = obs.manifestFiles.active;
-  // Nothing to delete for a stop whose active manifest was not there when this pass read the
-  // directory: a steady pass then makes no call per inactive checkpoint.
-  const stops = ids("stop").filter((id) =>
-    !parseValidId(id) || filesHolding(active, id).length > 0
-  );
-  await writes.forEachCheckpoint(report, stops, async (id, out) => {
-    await writes.attempt(out, "stop", id, async () => {
-      if (await deactivateCheckpoint(paths, id) === "removed") {
-        writes.applied(out, { op: "stop", id });
-      }
-    });
-  });
-  // Each start is linked into the static-pod dir without an fsync of the directory; the
-  // directory is fsynced once for all of them, and only then is each start applied (durable). A
-  // failover at 1,000 parents otherwise waited on a thousand fsyncs of one directory.
-  const starts = ids("start");
+  const starts = idsOf(desired, "start");
   const linked = new Set<string>();
   await writes.forEachCheckpoint(report, starts, async (id, out) => {
     await writes.attempt(out, "start", id, async () => {
@@ -71,15 +111,8 @@ export async function converge(
       }
     });
   });
-  if (linked.size > 0) {
-    const unsynced = await syncDir(paths.staticPodDir).then(() => undefined, (e: Error) => e);
-    for (const id of starts) {
-      if (!linked.has(id)) continue;
-      if (unsynced) await writes.attempt(report, "start", id, () => Promise.reject(unsynced));
-      else writes.applied(report, { op: "start", id });
-    }
-  }
-  await writes.forEachCheckpoint(report, ids("remove"), async (id, out) => {
+  await appliedOnceSynced(paths, writes, report, "start", starts, linked);
+  await writes.forEachCheckpoint(report, idsOf(desired, "remove"), async (id, out) => {
     await writes.attempt(out, "remove", id, async () => {
       await removeCheckpoint(paths, id);
       writes.applied(out, { op: "remove", id });

@@ -11,6 +11,7 @@ import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon/daemon.ts";
+import type { HeapTrimmer } from "../../lib/daemon/memory.ts";
 import type { Timers } from "../../lib/util/timers.ts";
 import type { ChangeFeed } from "../../lib/sources/changes.ts";
 import { LogCapture } from "../helpers/log_capture.ts";
@@ -46,7 +47,7 @@ export class DaemonFixture {
 
   /** `overrides`: settings, or settings made from the node (its paths); `loop`: what the
    *  sources tell of their own accord, the loop's timers (which may move the fixture's clock),
-   *  and what the agent tells of each action as it is done. */
+   *  what the agent tells of each action as it is done, and what trims the heap between passes. */
   static async start(
     overrides: Partial<Config> | ((node: SimNode) => Partial<Config>) = {},
     nodeOptions: SimNodeOptions = {},
@@ -54,6 +55,7 @@ export class DaemonFixture {
       changes?: ChangeFeed;
       timers?: (clock: ManualClock) => Timers;
       onApplied?: AgentOptions["onApplied"];
+      heap?: HeapTrimmer;
     } = {},
   ): Promise<DaemonFixture> {
     const node = await SimNode.start(nodeOptions);
@@ -72,7 +74,15 @@ export class DaemonFixture {
         ...(loop.onApplied ? { onApplied: loop.onApplied } : {}),
       });
       const timers = loop.timers?.(clock);
-      const daemon = new Daemon({ agent, stores, config, clock, log: log.logger, timers });
+      const daemon = new Daemon({
+        agent,
+        stores,
+        config,
+        clock,
+        log: log.logger,
+        timers,
+        ...(loop.heap ? { heap: loop.heap } : {}),
+      });
       return new DaemonFixture(node, config, daemon, stores, clock, log, async () => {
         sources.runtime.close();
         await node.close();

@@ -202,9 +202,54 @@ Deno.test(
       const [a, b] = [await Deno.stat(source), await Deno.stat(target)];
       assertEquals([b.ino, b.nlink, await Deno.readTextFile(target)], [a.ino, 2, "checkpoint"]);
       assertEquals(await names(fs.dir), [".ballast", "active.json", "inactive.json"]);
+      // A new name too.
+      assertEquals(await atomicLink(source, fs.path("new.json"), { mode: 0o600 }), "linked");
+      assertEquals((await Deno.stat(fs.path("new.json"))).ino, a.ino);
     });
   },
 );
+
+/** The names `work` makes appear in `dir`, as inotify tells them, in order. */
+async function namesSeen(dir: string, work: () => Promise<void>): Promise<string[]> {
+  const watcher = Deno.watchFs(dir);
+  const seen: string[] = [];
+  try {
+    await work();
+    // Told after everything `work` did: once its event is in, so are those before it.
+    const end = join(dir, "zz-end");
+    await Deno.writeTextFile(end, "");
+    for await (const event of watcher) {
+      seen.push(...event.paths.map((path) => basename(path)));
+      if (event.paths.includes(end)) break;
+    }
+    await Deno.remove(end);
+  } finally {
+    watcher.close();
+  }
+  return [...new Set(seen)].filter((name) => name !== "zz-end");
+}
+
+Deno.test("atomicLink: a new name is linked straight to it, no temp name made", async () => {
+  await withDir(async (dir) => {
+    const source = join(dir, "in", "manifest.json"), target = join(dir, "out", "manifest.json");
+    await Deno.mkdir(dirname(source));
+    await Deno.mkdir(dirname(target));
+    await atomicWrite(source, "checkpoint", { mode: 0o600 });
+    const seen = await namesSeen(dirname(target), async () => {
+      assertEquals(await atomicLink(source, target, { mode: 0o600 }), "linked");
+    });
+    assertEquals(seen, ["manifest.json"]);
+    assertEquals((await Deno.stat(target)).ino, (await Deno.stat(source)).ino);
+    // Over an existing name: a temp link renamed over it, the old file replaced at once.
+    await atomicWrite(source, "newer", { mode: 0o600 });
+    const replaced = await namesSeen(dirname(target), async () => {
+      assertEquals(await atomicLink(source, target, { mode: 0o600 }), "linked");
+    });
+    assert(replaced.some((name) => name.includes(TEMP_MARKER)), replaced.join(" "));
+    assertEquals(await Deno.readTextFile(target), "newer");
+    assertEquals(await names(dirname(target)), ["manifest.json"]);
+  });
+});
 
 Deno.test("atomicLink: a failed rename leaves the target as it was and no temp link", async () => {
   await withDir(async (dir) => {

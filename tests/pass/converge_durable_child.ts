@@ -1,13 +1,14 @@
 /**
- * The durable starts test's child: `count` checkpoints written to the inactive dir under `dir`,
- * then started by converge, each start told on standard output as it is applied. It writes
- * `converge` just before converge, so that its trace can be read from there.
+ * The durable starts and stops test's child: `count` checkpoints written to the inactive dir
+ * under `dir`, then started by converge, then stopped by withdraw, each start and stop told on
+ * standard output as it is applied. It writes `converge` just before converge and `withdraw` just
+ * before withdraw, so that its trace can be read from there.
  */
 import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import type { PassResult } from "../../lib/core/pass.ts";
 import type { CheckpointState } from "../../lib/core/state.ts";
 import { writeInactiveManifest } from "../../lib/disk/manifests.ts";
-import { converge } from "../../lib/pass/converge.ts";
+import { converge, withdraw } from "../../lib/pass/converge.ts";
 import type { Observation } from "../../lib/pass/observe.ts";
 import { type PassReport, plannedReport } from "../../lib/pass/report.ts";
 import { Writes } from "../../lib/pass/writes.ts";
@@ -44,3 +45,19 @@ const writes = new Writes(silentLogger, (action) => say(`applied ${action.op} ${
 say("converge");
 await converge(paths, writes, result, obs, { names, clashes: [], blocked: [] }, report);
 say(`done ${JSON.stringify(report.errors)}`);
+
+const inactive: CheckpointState = { name: "inactive" };
+const withdrawal: PassResult = {
+  ...result,
+  starts: [],
+  stops: ids,
+  tracked: new Map(ids.map((id) => [id, inactive])),
+};
+// What withdraw reads of an observation: the static-pod dir held every one of them.
+const started = {
+  manifestFiles: { active: new Map(ids.map((id) => [names.get(id)!, id])), inactive: new Map() },
+} as unknown as Observation;
+const stopReport: PassReport = plannedReport(0n, [], withdrawal);
+say("withdraw");
+await withdraw(paths, writes, withdrawal, started, stopReport);
+say(`withdrawn ${JSON.stringify(stopReport.errors)}`);

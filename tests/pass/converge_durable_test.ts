@@ -1,7 +1,8 @@
 /**
- * Starts are durable when they are told: converge links every started checkpoint into the
- * static-pod dir, fsyncs that directory once for all of them, and only then applies each start.
- * Seen in the system calls of a real run (strace), not assumed.
+ * Starts and stops are durable when they are told: converge links every started checkpoint into
+ * the static-pod dir (straight to its name, none being there), withdraw unlinks every stopped
+ * one; each fsyncs that directory once for all of them, and only then applies each start or
+ * stop. Seen in the system calls of a real run (strace), not assumed.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { withTempDir } from "../helpers/temp_dir.ts";
@@ -17,45 +18,84 @@ function straceRuns(): boolean {
   }
 }
 
-Deno.test({
-  name: "started checkpoints: linked, the static-pod dir fsynced once, then each applied",
-  // Where ptrace is not permitted (some containers), the order cannot be seen: said, not passed.
-  ignore: !straceRuns(),
-  fn: async () => {
-    await withTempDir(async (dir) => {
-      const log = `${dir}/strace.log`;
-      const run = await new Deno.Command("strace", {
-        args: [
-          ...["-f", "-y", "-qq", "-s", "200", "-o", log],
-          ...["-e", "trace=fsync,fdatasync,rename,renameat,renameat2,write"],
-          Deno.execPath(),
-          ...["run", "--allow-all", CHILD, `${dir}/node`, String(COUNT)],
-        ],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      const out = new TextDecoder().decode(run.stdout);
-      assert(run.success, new TextDecoder().decode(run.stderr));
-      assert(out.includes("done []"), out);
+/**
+ * The child's calls on the static-pod dir from the line it writes as `mark` until `until`, in
+ * order: `link` (straight to a name), `temp link`, `rename`, `unlink`, `fsync` of the dir, and
+ * `applied start` or `applied stop` as the child tells them.
+ */
+async function traced(fn: (events: (mark: string, until?: string) => string[]) => void) {
+  await withTempDir(async (dir) => {
+    const log = `${dir}/strace.log`;
+    const run = await new Deno.Command("strace", {
+      args: [
+        ...["-f", "-y", "-qq", "-s", "200", "-o", log],
+        "-e",
+        "trace=fsync,fdatasync,link,linkat,unlink,unlinkat,rename,renameat,renameat2,write",
+        Deno.execPath(),
+        ...["run", "--allow-all", CHILD, `${dir}/node`, String(COUNT)],
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const out = new TextDecoder().decode(run.stdout);
+    assert(run.success, new TextDecoder().decode(run.stderr));
+    assert(out.includes("done []") && out.includes("withdrawn []"), out);
 
-      const manifests = `${dir}/node/manifests`;
-      const lines = (await Deno.readTextFile(log)).split("\n");
-      const from = lines.findIndex((l) => /write\(1<[^>]*>, "converge\\n"/.test(l));
-      assert(from >= 0, "the converge mark is in the trace");
+    const manifests = `${dir}/node/manifests`;
+    const lines = (await Deno.readTextFile(log)).split("\n");
+    const said = (line: string, text: string) =>
+      new RegExp(`write\\(1<[^>]*>, "${text}`).test(line);
+    fn((mark, until) => {
+      const from = lines.findIndex((l) => said(l, `${mark}\\\\n"`));
+      assert(from >= 0, `the ${mark} mark is in the trace`);
       const events: string[] = [];
       for (const line of lines.slice(from + 1)) {
+        if (until !== undefined && said(line, `${until}\\\\n"`)) break;
+        const inDir = line.includes(`"${manifests}/`);
         if (/\b(fsync|fdatasync)\(\d+<([^>]*)>/.exec(line)?.[2] === manifests) {
           events.push("fsync");
-        } else if (/\brename(at2?)?\(/.test(line) && line.includes(`"${manifests}/`)) {
+        } else if (/\brename(at2?)?\(/.test(line) && inDir) {
           events.push("rename");
-        } else if (/write\(1<[^>]*>, "applied start /.test(line)) events.push("applied");
+        } else if (/\blink(at)?\(/.test(line) && inDir) {
+          events.push(line.includes(`"${manifests}/.`) ? "temp link" : "link");
+        } else if (/\bunlink(at)?\(/.test(line) && inDir) {
+          events.push("unlink");
+        } else {
+          const applied = /write\(1<[^>]*>, "applied (start|stop) /.exec(line);
+          if (applied) events.push(`applied ${applied[1]}`);
+        }
       }
-      const fsync = events.indexOf("fsync");
-      assertEquals(events.filter((e) => e === "fsync").length, 1, events.join(" "));
-      assertEquals(events.filter((e) => e === "rename").length, COUNT);
-      assertEquals(events.filter((e) => e === "applied").length, COUNT);
-      assert(events.lastIndexOf("rename") < fsync, "every link is in place before the fsync");
-      assert(events.indexOf("applied") > fsync, "no start is told before the fsync");
+      return events;
+    });
+  });
+}
+
+// Where ptrace is not permitted (some containers), the order cannot be seen: said, not passed.
+Deno.test({
+  name: "started and stopped checkpoints: the static-pod dir fsynced once for each, then applied",
+  ignore: !straceRuns(),
+  fn: async () => {
+    await traced((events) => {
+      const starts = events("converge", "withdraw");
+      assertEquals(starts.filter((e) => e === "fsync").length, 1, starts.join(" "));
+      assertEquals(starts.filter((e) => e === "link").length, COUNT, starts.join(" "));
+      assertEquals(starts.filter((e) => e === "applied start").length, COUNT);
+      assertEquals(
+        starts.filter((e) => !["link", "fsync", "applied start"].includes(e)),
+        [],
+        "each start is one link straight to its name",
+      );
+      const fsync = starts.indexOf("fsync");
+      assert(starts.lastIndexOf("link") < fsync, "every link is in place before the fsync");
+      assert(starts.indexOf("applied start") > fsync, "no start is told before the fsync");
+
+      const stops = events("withdraw");
+      assertEquals(stops.filter((e) => e === "fsync").length, 1, stops.join(" "));
+      assertEquals(stops.filter((e) => e === "unlink").length, COUNT, stops.join(" "));
+      assertEquals(stops.filter((e) => e === "applied stop").length, COUNT);
+      const synced = stops.indexOf("fsync");
+      assert(stops.lastIndexOf("unlink") < synced, "every unlink is made before the fsync");
+      assert(stops.indexOf("applied stop") > synced, "no stop is told before the fsync");
     });
   },
 });

@@ -1,13 +1,14 @@
 /**
- * A pass cut short (Agent.pass `cut`, aborted by the daemon when the API server is lost while a
- * pass runs): it starts no further checkpoint write nor record, leaves them to the next pass, and
- * never holds back what it planned to stop, start or remove.
+ * A pass cut short (Agent.pass `cut`, aborted by the daemon when the API server is lost or back
+ * while a pass runs): it starts no further checkpoint write nor record, leaves them to the next
+ * pass, and never holds back what it planned to stop, start or remove.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { manyParents } from "../../lib/sim/control_plane.ts";
-import { ChangeFanout } from "../../lib/sources/changes.ts";
+import { API_BACK, API_LOST, ChangeFanout } from "../../lib/sources/changes.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
 import { readStatusRecords } from "../../lib/store/status_store.ts";
+import { HeapTrimmer } from "../../lib/daemon/memory.ts";
 import { DaemonFixture } from "../admin/harness.ts";
 import { withAgentOnNode } from "../helpers/agent_on_node.ts";
 import { tree } from "../helpers/tree.ts";
@@ -74,21 +75,28 @@ Deno.test("cut short: the copies the pass planned to start are started and durab
   });
 });
 
-Deno.test("cut short: the daemon cuts the pass under way when the API server is lost, and the next pass does the rest", async () => {
+/**
+ * The daemon's loop, told `reason` while its first pass writes checkpoints. The heap is not
+ * trimmed after the pass cut short: the pass after it follows at once.
+ */
+async function cutByTheDaemon(reason: string) {
   const parents = 20;
   const feed = new ChangeFanout();
   let told = false;
+  const passes: PassReport[] = [];
+  // The passes ended when each collection was made.
+  const collectedAfter: number[] = [];
   const f = await DaemonFixture.start({}, { cluster: manyParents("cp-1", parents) }, {
+    heap: new HeapTrimmer(() => collectedAfter.push(passes.length)),
     changes: feed,
     // The first checkpoint written: the others (at most 7 under way) are not started yet.
     onApplied: (action) => {
       if (told || action.op !== "checkpoint") return;
       told = true;
-      feed.emit("apiserver lost");
+      feed.emit(reason);
     },
   });
   const stop = new AbortController();
-  const passes: PassReport[] = [];
   f.daemon.onPass((report) => passes.push(report));
   const looping = f.daemon.loop(stop.signal);
   try {
@@ -102,9 +110,19 @@ Deno.test("cut short: the daemon cuts the pass under way when the API server is 
     assert(done, "a pass after it did the rest");
     const manifests = (await files(f.config.inactiveDir)).filter((p) => !p.includes("/"));
     assertEquals(manifests.length, parents);
+    assert(!collectedAfter.includes(1), `collections after passes ${collectedAfter}`);
+    assert(collectedAfter.length > 0, "the heap is trimmed after the passes that are not cut");
   } finally {
     stop.abort();
     await looping;
     await f.close();
   }
+}
+
+Deno.test("cut short: the daemon cuts the pass under way when the API server is lost, and the next pass does the rest", async () => {
+  await cutByTheDaemon(API_LOST);
+});
+
+Deno.test("cut short: the daemon cuts the pass under way when the API server is back, and the next pass does the rest", async () => {
+  await cutByTheDaemon(API_BACK);
 });
