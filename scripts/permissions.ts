@@ -60,6 +60,20 @@ export const AGENT_V8_FLAGS: readonly PermissionFlag[] = [
 ];
 
 /**
+ * Deno flags that are neither permissions nor V8's: how the runtime itself keeps the daemon small
+ * (docs/benchmarks.md, "Node pass").
+ */
+export const AGENT_RUNTIME_FLAGS: readonly PermissionFlag[] = [
+  {
+    flag: "--no-code-cache",
+    why: "with V8's code cache, each module's cached code (functions otherwise compiled only " +
+      "when first called) is loaded with it, and the cache's database stays mapped: 3-4 MiB " +
+      "more RSS for the daemon at 10 parents, for a first pass as fast within the noise (0.9-1.5 s " +
+      "either way)",
+  },
+];
+
+/**
  * glibc allocator settings the systemd unit gives the daemon (Environment= in
  * systemd/ckpt-agent.service; a test keeps the two equal), and with which the benchmarks run it.
  * glibc reads them when the process starts, so they cannot be baked into the binary.
@@ -77,7 +91,7 @@ export const AGENT_MALLOC_ENV: Readonly<Record<string, string>> = {
 /**
  * The Deno flags the agent runs with, compiled (baked in by `deno compile`) or from source
  * (`deno task demo`, `deno task agent-strict`): its permissions, and a missing one is an error,
- * never a prompt on an operator's terminal; then its V8 flags. The unstable "net" feature the
+ * never a prompt on an operator's terminal; then the runtime's and V8's flags. The unstable "net" feature the
  * agent needs (lib/daemon/notify_socket.ts) is no flag here: deno.json's `unstable` turns it on
  * for every deno command run in this tree, and `deno compile` bakes it in.
  */
@@ -85,6 +99,7 @@ export function agentDenoFlags(): string[] {
   return [
     "--no-prompt",
     ...AGENT_PERMISSIONS.map((p) => p.flag),
+    ...AGENT_RUNTIME_FLAGS.map((f) => f.flag),
     `--v8-flags=${AGENT_V8_FLAGS.map((f) => f.flag).join(",")}`,
   ];
 }
