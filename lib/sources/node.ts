@@ -19,6 +19,7 @@ import type { Logger } from "../util/log.ts";
 import { type Credentials, loadKubeconfig } from "./kubeconfig.ts";
 import { createKubeletClient, type KubeletCa, type KubeletClient } from "./kubelet.ts";
 import { failed } from "./types.ts";
+import type { ObjectRef } from "./object_watches.ts";
 
 /** The three peers a pass asks. */
 export interface NodeSources {
@@ -143,15 +144,18 @@ export async function connectNode(
   const changes = options.watch ? new ChangeFanout() : undefined;
   let built = await httpSources(config, options.log, changes);
   let identity = filesIdentity(built.files, now());
+  let watchedObjects: ObjectRef[] | undefined;
   const refresh = async (): Promise<HttpSources> => {
     if (identity !== undefined && filesIdentity(built.files, now()) === identity) {
       return built.sources;
     }
     // Undefined: files written just now, at start or since; read again, and tell no one.
     const changed = identity !== undefined;
-    // The old client's watches end with it: the new one lists and watches anew.
+    // The old client's watches end with it: the new one lists and watches anew, the pods and
+    // the objects the old one was last told of (the pass tells them only when they change).
     built.sources.apiServer.close?.();
     built = await httpSources(config, options.log, changes);
+    if (watchedObjects !== undefined) built.sources.apiServer.watchObjects?.(watchedObjects);
     identity = filesIdentity(built.files, now());
     if (changed) options.onReload?.(built.files);
     return built.sources;
@@ -167,7 +171,10 @@ export async function connectNode(
       getSecret: (namespace, name) => api().getSecret(namespace, name),
       getConfigMap: (namespace, name) => api().getConfigMap(namespace, name),
       watchedNodePods: (nodeName) => api().watchedNodePods?.(nodeName),
-      watchObjects: (refs) => api().watchObjects?.(refs),
+      watchObjects: (refs) => {
+        watchedObjects = [...refs];
+        api().watchObjects?.(watchedObjects);
+      },
       objectVersion: (ref) => api().objectVersion?.(ref),
     },
     kubelet: { listPods: async () => (await current()).kubelet.listPods() },

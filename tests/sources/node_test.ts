@@ -122,7 +122,7 @@ Deno.test("kubeletCaFile: a file, the cluster CA when unset, off; an unreadable 
   });
 });
 
-Deno.test("watching: a rotated certificate ends the old client's watches, the new one watches with it", async () => {
+Deno.test("watching: a rotated certificate ends the old client's watches, the new one watches the pods and the same objects with it", async () => {
   await withNode(async (node) => {
     const dir = dirname(node.kubeconfig);
     const [cert, key] = ["client.crt", "client.key"].map((file) => join(dir, file));
@@ -130,13 +130,24 @@ Deno.test("watching: a rotated certificate ends the old client's watches, the ne
     try {
       const watched = () => sources.apiServer.watchedNodePods?.(node.nodeName) !== undefined;
       await until("the pods are watched", watched);
+      const refs = ["a", "b"].map((name) => {
+        node.apiServer.setSecret("kube-system", name, { key: name });
+        return { kind: "secret", namespace: "kube-system", name } as const;
+      });
+      sources.apiServer.watchObjects?.(refs);
+      await until("the objects are watched", () => node.apiServer.watchesOpen() === 3);
       const before = node.apiServer.requestsByVerb().watch;
       // The same certificate and key in new files, as a rotation that repoints a link leaves.
       await replace(cert, await Deno.readTextFile(cert));
       await replace(key, await Deno.readTextFile(key));
       assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
-      await until("watched again", () => node.apiServer.requestsByVerb().watch > before);
-      await until("by the new client alone", () => node.apiServer.watchesOpen() === 1 && watched());
+      await until("watched again", () => node.apiServer.requestsByVerb().watch >= before + 3);
+      // The pass tells the objects it needs only when they change: the new client was not told.
+      await until("by the new client alone", () => node.apiServer.watchesOpen() === 3 && watched());
+      await until(
+        "the objects known to the new client",
+        () => refs.every((ref) => sources.apiServer.objectVersion?.(ref) !== undefined),
+      );
     } finally {
       sources.close?.();
       sources.runtime.close();
