@@ -37,26 +37,30 @@ function unusableApiServer(reason: string): ApiServerClient {
   return { listNodePods: fail, getSecret: fail, getConfigMap: fail };
 }
 
-async function kubeletClient(
+/** The kubelet's CA as the configuration names it; a string: why it cannot be read. */
+async function kubeletCa(config: Config): Promise<KubeletCa | string> {
+  if (config.kubeletCaFile === KUBELET_CA_OFF) return { kind: "off" };
+  if (config.kubeletCaFile === undefined) return { kind: "cluster" };
+  try {
+    return {
+      kind: "file",
+      path: config.kubeletCaFile,
+      pem: await Deno.readTextFile(config.kubeletCaFile),
+    };
+  } catch (e) {
+    return `kubeletCaFile ${config.kubeletCaFile}: ${(e as Error).message}`;
+  }
+}
+
+function kubeletClient(
   config: Config,
   creds: Credentials,
+  ca: KubeletCa | string,
   log?: Logger,
-): Promise<KubeletClient> {
-  let ca: KubeletCa = { kind: "cluster" };
-  if (config.kubeletCaFile === KUBELET_CA_OFF) {
-    ca = { kind: "off" };
-  } else if (config.kubeletCaFile !== undefined) {
-    try {
-      ca = {
-        kind: "file",
-        path: config.kubeletCaFile,
-        pem: await Deno.readTextFile(config.kubeletCaFile),
-      };
-    } catch (e) {
-      // An unreadable CA must not quietly turn verification off.
-      const reason = `kubeletCaFile ${config.kubeletCaFile}: ${(e as Error).message}`;
-      return { listPods: () => Promise.resolve(failed("kubelet", "misconfigured", reason)) };
-    }
+): KubeletClient {
+  // An unreadable CA must not quietly turn verification off.
+  if (typeof ca === "string") {
+    return { listPods: () => Promise.resolve(failed("kubelet", "misconfigured", ca)) };
   }
   return createKubeletClient({
     url: config.kubeletUrl,
@@ -70,34 +74,47 @@ async function kubeletClient(
 
 type HttpSources = Pick<NodeSources, "apiServer" | "kubelet">;
 
-async function httpSources(
-  config: Config,
-  log?: Logger,
-  changes?: ChangeFanout,
-): Promise<{ sources: HttpSources; files: string[] }> {
+/** What the HTTP clients are built from, read from their files now. */
+async function readInputs(config: Config) {
   const kubeconfig = loadKubeconfig(config.kubeconfig);
-  // Without a kubeconfig the kubelet's read-only port can still be asked.
-  const creds: Credentials = kubeconfig.ok
-    ? kubeconfig.credentials
-    : { server: "", insecure: false };
+  const ca = await kubeletCa(config);
   return {
-    sources: {
-      apiServer: kubeconfig.ok
-        ? createApiServerClient(
-          kubeconfig.credentials,
-          config.apiTimeoutMs,
-          undefined,
-          changes && { nodeName: config.nodeName, changes, resyncMs: config.resyncIntervalMs },
-        )
-        : unusableApiServer(kubeconfig.error),
-      kubelet: await kubeletClient(config, creds, log),
-    },
+    kubeconfig,
+    ca,
     files: [
       ...kubeconfig.files,
       ...(config.kubeletCaFile !== undefined && config.kubeletCaFile !== KUBELET_CA_OFF
         ? [config.kubeletCaFile]
         : []),
     ],
+    /** Equal for two reads that would build the same clients. */
+    content: JSON.stringify([kubeconfig.ok ? kubeconfig.credentials : kubeconfig.error, ca]),
+  };
+}
+
+type Inputs = Awaited<ReturnType<typeof readInputs>>;
+
+function httpSources(
+  config: Config,
+  inputs: Inputs,
+  log?: Logger,
+  changes?: ChangeFanout,
+): HttpSources {
+  const { kubeconfig } = inputs;
+  // Without a kubeconfig the kubelet's read-only port can still be asked.
+  const creds: Credentials = kubeconfig.ok
+    ? kubeconfig.credentials
+    : { server: "", insecure: false };
+  return {
+    apiServer: kubeconfig.ok
+      ? createApiServerClient(
+        kubeconfig.credentials,
+        config.apiTimeoutMs,
+        undefined,
+        changes && { nodeName: config.nodeName, changes, resyncMs: config.resyncIntervalMs },
+      )
+      : unusableApiServer(kubeconfig.error),
+    kubelet: kubeletClient(config, creds, inputs.ca, log),
   };
 }
 
@@ -142,28 +159,33 @@ export async function connectNode(
 ): Promise<NodeSources> {
   const now = options.now ?? Date.now;
   const changes = options.watch ? new ChangeFanout() : undefined;
-  let built = await httpSources(config, options.log, changes);
-  let identity = filesIdentity(built.files, now());
+  let inputs = await readInputs(config);
+  let sources = httpSources(config, inputs, options.log, changes);
+  let identity = filesIdentity(inputs.files, now());
   let watchedObjects: ObjectRef[] | undefined;
   const refresh = async (): Promise<HttpSources> => {
-    if (identity !== undefined && filesIdentity(built.files, now()) === identity) {
-      return built.sources;
-    }
+    if (identity !== undefined && filesIdentity(inputs.files, now()) === identity) return sources;
     // Undefined: files written just now, at start or since; read again, and tell no one.
     const changed = identity !== undefined;
+    const read = await readInputs(config);
+    identity = filesIdentity(read.files, now());
+    const same = read.content === inputs.content;
+    inputs = read;
+    // The same content (files written again as they were, or read again until settled): the
+    // same clients, whose watches go on.
+    if (same) return sources;
     // The old client's watches end with it: the new one lists and watches anew, the pods and
     // the objects the old one was last told of (the pass tells them only when they change).
-    built.sources.apiServer.close?.();
-    built = await httpSources(config, options.log, changes);
-    if (watchedObjects !== undefined) built.sources.apiServer.watchObjects?.(watchedObjects);
-    identity = filesIdentity(built.files, now());
-    if (changed) options.onReload?.(built.files);
-    return built.sources;
+    sources.apiServer.close?.();
+    sources = httpSources(config, read, options.log, changes);
+    if (watchedObjects !== undefined) sources.apiServer.watchObjects?.(watchedObjects);
+    if (changed) options.onReload?.(read.files);
+    return sources;
   };
   // The API server's and the kubelet's listings start together: one check serves both.
   let checking: Promise<HttpSources> | undefined;
   const current = () => checking ??= refresh().finally(() => checking = undefined);
-  const api = () => built.sources.apiServer;
+  const api = () => sources.apiServer;
   return {
     apiServer: {
       listNodePods: async (nodeName) => (await current()).apiServer.listNodePods(nodeName),

@@ -91,6 +91,38 @@ Deno.test("files written just before the start are read again until settled, wit
   });
 });
 
+Deno.test("watching: files read again until settled, or written again as they were, keep the clients and their watches", async () => {
+  await withNode(async (node) => {
+    const dir = dirname(node.kubeconfig);
+    const [cert, key] = ["client.crt", "client.key"].map((file) => join(dir, file));
+    let now = Date.now();
+    const sources = await connectNode(node.config(), { now: () => now, watch: true });
+    try {
+      await until(
+        "the pods are watched",
+        () => sources.apiServer.watchedNodePods?.(node.nodeName) !== undefined,
+      );
+      node.apiServer.setSecret("kube-system", "a", { key: "a" });
+      sources.apiServer.watchObjects?.([{ kind: "secret", namespace: "kube-system", name: "a" }]);
+      await until("the object is watched", () => node.apiServer.watchesOpen() === 2);
+      const watches = node.apiServer.requestsByVerb().watch;
+      for (let pass = 0; pass < 3; pass++) {
+        assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
+        now += 1_000;
+      }
+      await replace(cert, await Deno.readTextFile(cert));
+      await replace(key, await Deno.readTextFile(key));
+      now += 2_000;
+      assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
+      assertEquals(node.apiServer.requestsByVerb().watch, watches);
+      assertEquals(node.apiServer.watchesOpen(), 2);
+    } finally {
+      sources.close?.();
+      sources.runtime.close();
+    }
+  });
+});
+
 Deno.test("kubeletCaFile: a file, the cluster CA when unset, off; an unreadable file is a configuration error", async () => {
   await withNode(async (node) => {
     const warnings: string[] = [];
@@ -137,9 +169,13 @@ Deno.test("watching: a rotated certificate ends the old client's watches, the ne
       sources.apiServer.watchObjects?.(refs);
       await until("the objects are watched", () => node.apiServer.watchesOpen() === 3);
       const before = node.apiServer.requestsByVerb().watch;
-      // The same certificate and key in new files, as a rotation that repoints a link leaves.
-      await replace(cert, await Deno.readTextFile(cert));
-      await replace(key, await Deno.readTextFile(key));
+      // A new certificate and key from the cluster's CA, as the kubelet's rotation leaves.
+      const rotated = await node.ca.issueClientCert({
+        commonName: `system:node:${node.nodeName}`,
+        organizations: ["system:nodes"],
+      });
+      await replace(cert, rotated.certPem);
+      await replace(key, rotated.keyPem);
       assert((await sources.apiServer.listNodePods(node.nodeName)).ok);
       await until("watched again", () => node.apiServer.requestsByVerb().watch >= before + 3);
       // The pass tells the objects it needs only when they change: the new client was not told.
