@@ -68,8 +68,8 @@ export const AGENT_RUNTIME_FLAGS: readonly PermissionFlag[] = [
     flag: "--no-code-cache",
     why: "with V8's code cache, each module's cached code (functions otherwise compiled only " +
       "when first called) is loaded with it, and the cache's database stays mapped: 3-4 MiB " +
-      "more RSS for the daemon at 10 parents, for a first pass as fast within the noise (0.9-1.5 s " +
-      "either way)",
+      "more RSS for the daemon at 10 parents, for a first pass as fast within the noise " +
+      "(0.9-1.5 s either way)",
   },
 ];
 
@@ -91,9 +91,9 @@ export const AGENT_MALLOC_ENV: Readonly<Record<string, string>> = {
 /**
  * The Deno flags the agent runs with, compiled (baked in by `deno compile`) or from source
  * (`deno task demo`, `deno task agent-strict`): its permissions, and a missing one is an error,
- * never a prompt on an operator's terminal; then the runtime's and V8's flags. The unstable "net" feature the
- * agent needs (lib/daemon/notify_socket.ts) is no flag here: deno.json's `unstable` turns it on
- * for every deno command run in this tree, and `deno compile` bakes it in.
+ * never a prompt on an operator's terminal; then the runtime's and V8's flags. The unstable
+ * "net" feature the agent needs (lib/daemon/notify_socket.ts) is no flag here: deno.json's
+ * `unstable` turns it on for every deno command run in this tree, and `deno compile` bakes it in.
  */
 export function agentDenoFlags(): string[] {
   return [

@@ -394,10 +394,10 @@ export function sendGet(
       on.response(response);
     },
     error: (e) => {
-      if (heard === "nothing" && peer !== undefined && CONNECTION_ERRORS.has(errorCode(e) ?? "")) {
-        unanswering.add(peer);
+      if (heard === "nothing") {
+        heard = "error";
+        if (peer !== undefined && CONNECTION_ERRORS.has(errorCode(e) ?? "")) unanswering.add(peer);
       }
-      if (heard === "nothing") heard = "error";
       on.error(e);
     },
   };
