@@ -92,6 +92,20 @@ function tunnelAgent(protocol: "http:" | "https:", tunnel: net.Socket): http.Age
   })(NO_ENV_PROXY);
 }
 
+/** Undefined once a TCP connection to `host:port` was made (and closed), else why not. */
+function probe(hostname: string, port: number): Promise<Error | undefined> {
+  return Deno.connect({ hostname, port }).then(
+    (conn) => {
+      conn.close();
+      return undefined;
+    },
+    (e: Error) =>
+      Object.assign(new Error(`connect ${errorCode(e) ?? e.message} ${hostname}:${port}`), {
+        code: errorCode(e),
+      }),
+  );
+}
+
 /**
  * Connections to one peer: by default kept only while its calls overlap, or, with `keepIdleMs`,
  * for as long as the peer keeps them open and a call comes at least that often.
@@ -115,6 +129,10 @@ export class ConnectionPool {
   readonly #agents = new Map<string, http.Agent>();
   #inFlight = 0;
   #closing: ReturnType<typeof setTimeout> | undefined;
+  /** The last call got no answer at all: refused, reset, or given up on before anything came. */
+  #unanswered = false;
+  /** The probe under way, shared by every call that waits for it. */
+  #probing: Promise<Error | undefined> | undefined;
 
   /** `maxSockets`: connections open at once; further calls wait for one to be free. */
   constructor(maxSockets: number, opts: { keepIdleMs?: number } = {}) {
@@ -135,6 +153,28 @@ export class ConnectionPool {
       this.#agents.set(protocol, agent);
     }
     return agent;
+  }
+
+  /** Whether the peer answered the last call that ended before its answer or with it. */
+  heard(answered: boolean): void {
+    this.#unanswered = !answered;
+  }
+
+  /**
+   * Undefined while the peer answers. After a call it did not answer at all, the next calls are
+   * made only once Deno's own connect reached it (one probe for all of them), which frees a
+   * failed attempt: Deno's node:http(s) (2.9) keeps every request whose socket never connected
+   * alive for good, about 40 KiB of RSS each, and a pass asks the API server every poll interval
+   * through an outage, which would leak for as long as the outage lasts, exactly when the agent
+   * matters. Resolves to why the peer cannot be reached, or to undefined once it could be.
+   */
+  reachable(hostname: string, port: number): Promise<Error | undefined> | undefined {
+    if (!this.#unanswered) return undefined;
+    return this.#probing ??= probe(hostname, port).then((e) => {
+      this.#probing = undefined;
+      if (e === undefined) this.#unanswered = false;
+      return e;
+    });
   }
 
   /** A call starts. */
@@ -331,30 +371,6 @@ const CONNECTION_ERRORS = new Set([
 ]);
 
 /**
- * Peers (`host:port`, asked directly) whose last request got no answer: refused, reset, or given
- * up on before anything came back. Deno's node:http(s) (2.9) keeps every request whose socket
- * never connected alive for good, about 40 KiB of RSS each; a pass asks the API server every
- * poll interval through an outage, which would leak for as long as the outage lasts, exactly
- * when the agent matters. So a request to such a peer is made only once Deno's own connect,
- * which frees a failed attempt, reached it; a peer that answers is asked without that again.
- */
-const unanswering = new Set<string>();
-
-/** Undefined once a TCP connection to `host:port` was made (and closed), else why not. */
-function probe(hostname: string, port: number): Promise<Error | undefined> {
-  return Deno.connect({ hostname, port }).then(
-    (conn) => {
-      conn.close();
-      return undefined;
-    },
-    (e: Error) =>
-      Object.assign(new Error(`connect ${errorCode(e) ?? e.message} ${hostname}:${port}`), {
-        code: errorCode(e),
-      }),
-  );
-}
-
-/**
  * Sends a GET of `target.baseUrl + path` the target's way: direct (through `pool`, if any; a
  * proxied call never is), through a forward proxy, or through a tunnel. Returns the kind and
  * detail of a failure instead when no request can be made.
@@ -384,19 +400,19 @@ export function sendGet(
   const options = requestOptions(url, target, bearerToken);
   let request: http.ClientRequest | undefined;
   const gaveUp = new AbortController();
-  // A direct peer that leaves this request without any answer is asked through a probe next.
-  const peer = proxy === undefined ? `${options.hostname}:${options.port}` : undefined;
+  // A pooled peer that leaves this request without any answer is asked through a probe next.
+  const peer = proxy === undefined ? pool : undefined;
   let heard: "nothing" | "answer" | "error" = "nothing";
   const handlers: GetHandlers = {
     response: (response) => {
       heard = "answer";
-      if (peer !== undefined) unanswering.delete(peer);
+      peer?.heard(true);
       on.response(response);
     },
     error: (e) => {
       if (heard === "nothing") {
         heard = "error";
-        if (peer !== undefined && CONNECTION_ERRORS.has(errorCode(e) ?? "")) unanswering.add(peer);
+        if (CONNECTION_ERRORS.has(errorCode(e) ?? "")) peer?.heard(false);
       }
       on.error(e);
     },
@@ -404,9 +420,7 @@ export function sendGet(
   const sent: SentGet = {
     destroy() {
       // Given up on while nothing came back (the deadline): as a connection that failed.
-      if (heard === "nothing" && peer !== undefined && !gaveUp.signal.aborted) {
-        unanswering.add(peer);
-      }
+      if (heard === "nothing" && !gaveUp.signal.aborted) peer?.heard(false);
       gaveUp.abort();
       request?.destroy();
     },
@@ -431,9 +445,10 @@ export function sendGet(
         ...options,
         agent: pool?.agent(protocol) ?? directAgent(protocol),
       });
-    if (!unanswering.has(peer!)) direct();
+    const probed = pool?.reachable(String(options.hostname), Number(options.port));
+    if (probed === undefined) direct();
     else {
-      probe(String(options.hostname), Number(options.port)).then((e) => {
+      probed.then((e) => {
         if (gaveUp.signal.aborted) return;
         if (e === undefined) direct();
         else handlers.error(e);

@@ -182,7 +182,10 @@ Deno.test("getJson gives up on a peer that never answers", async () => {
 Deno.test("getJson reports a closed port as unreachable, and asks it again once a connection to it is made", async () => {
   await using(answering(), async (peer) => {
     await peer.stopListening();
-    const get = () => getJson(target(peer.url), { path: "/", schema: Answer });
+    // Pooled, as the API server's and the kubelet's clients are: the pool keeps what the peer
+    // did with the last call.
+    const pooled = target(peer.url, { connections: new ConnectionPool(3) });
+    const get = () => getJson(pooled, { path: "/", schema: Answer });
     for (let i = 0; i < 2; i++) {
       // The second is refused to the probe before any request (see the next test).
       const f = failure(await get());
@@ -194,16 +197,28 @@ Deno.test("getJson reports a closed port as unreachable, and asks it again once 
     assertEquals((await get()).ok, true);
     // The probe's connection, then the request's.
     assertEquals(peer.connections().accepted - accepted, 2);
+    // Once the pool closed that connection, the next call makes one of its own, with no probe.
+    assert(await allClosed(peer), "the pool kept a connection");
     assertEquals((await get()).ok, true);
     assertEquals(peer.connections().accepted - accepted, 3);
     assertEquals(peer.requestCount("/"), 2);
+
+    // Calls made together after a refused one wait for one probe, not one each.
+    await peer.stopListening();
+    assertEquals(failure(await get()).kind, "unreachable");
+    await peer.resumeListening();
+    const before = peer.connections().accepted;
+    const burst = await Promise.all(Array.from({ length: 6 }, get));
+    assert(burst.every((answer) => answer.ok));
+    const made = peer.connections().accepted - before;
+    assert(made <= 4, `${made} connections: one probe, then at most the pool's 3`);
   });
 });
 
 Deno.test("GETs refused by a gone peer keep nothing alive (Deno's node:https would keep each)", async () => {
   const script = `
     import { z } from "zod";
-    import { getJson } from ${
+    import { ConnectionPool, getJson } from ${
     JSON.stringify(new URL("../../lib/sources/http.ts", import.meta.url).href)
   };
     import { createSimCa } from ${
@@ -215,6 +230,7 @@ Deno.test("GETs refused by a gone peer keep nothing alive (Deno's node:https wou
       baseUrl: "https://127.0.0.1:1",
       timeoutMs: 5000,
       tls: { verifyServer: true, caPem: ca.certPem },
+      connections: new ConnectionPool(3),
     };
     const refused = async (n) => {
       for (let i = 0; i < n; i++) {
