@@ -81,11 +81,10 @@ async function readInputs(config: Config) {
   return {
     kubeconfig,
     ca,
+    // A CA file that cannot be read is watched too: the clients are built again once it can.
     files: [
       ...kubeconfig.files,
-      ...(config.kubeletCaFile !== undefined && config.kubeletCaFile !== KUBELET_CA_OFF
-        ? [config.kubeletCaFile]
-        : []),
+      ...(typeof ca === "string" || ca.kind === "file" ? [config.kubeletCaFile!] : []),
     ],
     /** Equal for two reads that would build the same clients. */
     content: JSON.stringify([kubeconfig.ok ? kubeconfig.credentials : kubeconfig.error, ca]),
