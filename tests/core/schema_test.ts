@@ -127,3 +127,24 @@ Deno.test("CIDR: IPv4 dotted decimal without leading zeros, IPv6 as a URL host, 
     assertEquals(isCidr(bad), false, bad);
   }
 });
+
+Deno.test("keys named constructor and prototype are kept and checked; __proto__ is dropped", () => {
+  const Meta = looseObject({ labels: record(v.string()) });
+  const input = JSON.parse(
+    '{"a":1,"constructor":2,"labels":{"constructor":"x","__proto__":"y","prototype":"z"},"prototype":3,"__proto__":4}',
+  );
+  const out = outcome(Meta, input);
+  assertEquals(
+    JSON.stringify("ok" in out && out.ok),
+    '{"labels":{"constructor":"x","prototype":"z"},"a":1,"constructor":2,"prototype":3}',
+  );
+  assertEquals(outcome(Meta, { labels: { prototype: 5 } }), {
+    error: "labels.prototype: expected string, received number",
+  });
+  assertEquals(outcome(strictObject({}), JSON.parse('{"__proto__":1}')), {
+    error: "__proto__: unknown field",
+  });
+  assertEquals(outcome(strictObject({}), { constructor: 1 }), {
+    error: "constructor: unknown field",
+  });
+});
