@@ -7,7 +7,7 @@
 import * as v from "valibot";
 
 type Issue = v.BaseIssue<unknown>;
-export type SchemaIssues = [Issue, ...Issue[]];
+type SchemaIssues = [Issue, ...Issue[]];
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
