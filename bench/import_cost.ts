@@ -1,14 +1,14 @@
 /**
  * What loading a module costs the daemon's process, before it does anything: for each module
  * named, `deno run` with the unit's flags and glibc settings (scripts/permissions.ts) on
- * bench/import_waiter.ts, which imports it (through deno.json's import map, so `zod` or
+ * bench/import_waiter.ts, which imports it (through deno.json's import map, so `valibot` or
  * `../lib/commands/run.ts` work) and waits; after `--seconds`, its RSS split into anonymous and
  * file-backed pages (`/proc/<pid>/status`), and, beside it, the same for a process that imports
  * nothing.
  *
  *   deno run -A bench/import_cost.ts [--seconds 4] [--deno-flags "--flag ..."] SPEC...
  *
- * e.g. `zod yaml hono node:https ../lib/commands/run.ts` (relative to bench/).
+ * e.g. `valibot yaml hono node:https ../lib/commands/run.ts` (relative to bench/).
  */
 import { parseArgs } from "node:util";
 import { AGENT_MALLOC_ENV, agentDenoFlags } from "../scripts/permissions.ts";

@@ -117,7 +117,7 @@ Deno.test("the check finds each kind of outside reference and every missing anch
         "/** One agent per node (DESIGN §6). */",
         "/** One agent per node (docs/design.md#lock). */",
         "// As the seed's lock (after seeds/lock.go.txt), see Issue 4, item 9.",
-        "// Deno's own bug: denoland/deno#36788; zod reports issue.path.",
+        "// Deno's own bug: denoland/deno#36788; valibot reports issue.path.",
         "// Missing: docs/design.md#locks.",
       ].join("\n"),
     );

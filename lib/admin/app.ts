@@ -7,10 +7,11 @@
  * every request is logged as one line. Ids are validated before any lookup.
  */
 import { type Context, type Handler, Hono } from "hono";
-import { z } from "zod";
+import * as v from "valibot";
 import type { PassReport } from "../pass/report.ts";
 import { parseValidId } from "../core/ids.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
+import { check, int, strictObject } from "../core/schema.ts";
 import type { Clock, Instant } from "../core/time.ts";
 import { type VersionsView, versionsView } from "../disk/versions.ts";
 import { VerbError, type VerbName, type VerbRequest, VERBS } from "../pass/verbs.ts";
@@ -62,9 +63,9 @@ function verbOptions(
 }
 
 /** A verb's options in a JSON body: `{"to": 2}`, `{"force": true}`. */
-const VerbBodySchema = z.strictObject({
-  to: z.number().int().optional(),
-  force: z.boolean().optional(),
+const VerbBodySchema = strictObject({
+  to: v.optional(int()),
+  force: v.optional(v.boolean()),
 });
 
 /**
@@ -79,9 +80,9 @@ function bodyOptions(text: string): { to?: string; force?: string } | string {
   } catch {
     return "body: not JSON";
   }
-  const parsed = VerbBodySchema.safeParse(body);
-  if (!parsed.success) return `body: ${formatSchemaError(parsed.error)}`;
-  const { to, force } = parsed.data;
+  const parsed = check(VerbBodySchema, body);
+  if (!parsed.success) return `body: ${formatSchemaError(VerbBodySchema, parsed.issues)}`;
+  const { to, force } = parsed.output;
   return {
     ...(to !== undefined ? { to: String(to) } : {}),
     ...(force !== undefined ? { force: String(force) } : {}),

@@ -3,7 +3,8 @@
  * or, when no agent answers there, from the state directory, read without opening the store (no
  * sweep, no quarantine: a running agent may own it). The output says which source it used.
  */
-import { z } from "zod";
+import * as v from "valibot";
+import { check, looseObject, number, object } from "../core/schema.ts";
 import { adminGetJson } from "../admin/client.ts";
 import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
 import { type CheckpointVersions, checkpointView } from "../admin/views.ts";
@@ -17,23 +18,23 @@ import { versionsView } from "../disk/versions.ts";
 import { readStatusRecords } from "../store/status_store.ts";
 
 /** The fields the table needs; the rest of each view is passed through as the agent sent it. */
-const AgentCheckpointsSchema = z.object({
-  checkpoints: z.array(z.looseObject({
-    id: z.string(),
-    state: z.string(),
-    since: z.string(),
-    graceEnd: z.string().optional(),
-    versions: z.looseObject({
-      kept: z.number().optional(),
-      versions: z.array(z.number()),
-      inheritedFrom: z.looseObject({ id: z.string(), version: z.number() }).optional(),
-      pinned: z.looseObject({ pinnedAt: z.string() }).optional(),
-      candidate: z.looseObject({
-        version: z.number(),
-        seenAt: z.string(),
-        waiting: z.string().optional(),
-      }).optional(),
-    }).optional(),
+const AgentCheckpointsSchema = object({
+  checkpoints: v.array(looseObject({
+    id: v.string(),
+    state: v.string(),
+    since: v.string(),
+    graceEnd: v.optional(v.string()),
+    versions: v.optional(looseObject({
+      kept: v.optional(number()),
+      versions: v.array(number()),
+      inheritedFrom: v.optional(looseObject({ id: v.string(), version: number() })),
+      pinned: v.optional(looseObject({ pinnedAt: v.string() })),
+      candidate: v.optional(looseObject({
+        version: number(),
+        seenAt: v.string(),
+        waiting: v.optional(v.string()),
+      })),
+    })),
   })),
 });
 
@@ -62,9 +63,9 @@ async function askAgent(config: Config): Promise<Listing | string> {
     return `no agent answered at ${address}: ${(e as Error).message}`;
   }
   if (reply.status !== 200) return `the agent at ${address} answered ${reply.status}`;
-  const parsed = AgentCheckpointsSchema.safeParse(reply.body);
+  const parsed = check(AgentCheckpointsSchema, reply.body);
   if (!parsed.success) return `the agent at ${address} sent an answer of another shape`;
-  return { source: "agent", address, checkpoints: parsed.data.checkpoints };
+  return { source: "agent", address, checkpoints: parsed.output.checkpoints };
 }
 
 async function readStateDir(config: Config, why: string): Promise<Listing> {

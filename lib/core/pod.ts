@@ -3,35 +3,40 @@
  * Pods stay loose objects: a checkpoint is a copy of the whole parent, so unknown fields must
  * survive.
  */
-import { z } from "zod";
+import * as v from "valibot";
+import { looseObject, record } from "./schema.ts";
 
 export const CHECKPOINT_ANNOTATION = "checkpointer.alpha.coreos.com/checkpoint";
 export const CHECKPOINT_OF_ANNOTATION = "checkpointer.alpha.coreos.com/checkpoint-of";
 export const POD_SOURCE_ANNOTATION = "kubernetes.io/config.source";
 
-const stringMap = z.record(z.string(), z.string());
+const stringMap = record(v.string());
 
 /** Never empty and never with a slash: the id `namespace/name` must split back into its parts. */
-const NamePart = z.string().min(1).refine((s) => !s.includes("/"), { error: "must not contain /" });
+const NamePart = v.pipe(
+  v.string(),
+  v.minLength(1),
+  v.check((s) => !s.includes("/"), "must not contain /"),
+);
 
-export const ObjectMetaSchema = z.looseObject({
+export const ObjectMetaSchema = looseObject({
   name: NamePart,
   namespace: NamePart,
-  uid: z.string().optional(),
-  labels: stringMap.optional(),
-  annotations: stringMap.optional(),
+  uid: v.optional(v.string()),
+  labels: v.optional(stringMap),
+  annotations: v.optional(stringMap),
 });
 
-export const PodSchema = z.looseObject({
-  apiVersion: z.string().optional(),
-  kind: z.string().optional(),
+export const PodSchema = looseObject({
+  apiVersion: v.optional(v.string()),
+  kind: v.optional(v.string()),
   metadata: ObjectMetaSchema,
-  spec: z.looseObject({}).optional(),
-  status: z.looseObject({}).optional(),
+  spec: v.optional(looseObject({})),
+  status: v.optional(looseObject({})),
 });
 
-export type ObjectMeta = z.infer<typeof ObjectMetaSchema>;
-export type Pod = z.infer<typeof PodSchema>;
+export type ObjectMeta = v.InferOutput<typeof ObjectMetaSchema>;
+export type Pod = v.InferOutput<typeof PodSchema>;
 
 /** A pod's id, `namespace/name`: the key of every map the agent keeps. */
 export function podId(pod: Pod): string {

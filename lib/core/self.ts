@@ -2,15 +2,16 @@
  * The agent's own pod, when it is deployed as a pod (docs/design.md#identity). Under systemd there
  * is none.
  */
-import { z } from "zod";
+import * as v from "valibot";
+import { strictObject } from "./schema.ts";
 
-export const SelfIdentitySchema = z.object({
-  nodeName: z.string(),
-  podName: z.string().min(1),
-  podNamespace: z.string().min(1),
-}).strict();
+export const SelfIdentitySchema = strictObject({
+  nodeName: v.string(),
+  podName: v.pipe(v.string(), v.minLength(1)),
+  podNamespace: v.pipe(v.string(), v.minLength(1)),
+});
 
-export type SelfIdentity = z.infer<typeof SelfIdentitySchema>;
+export type SelfIdentity = v.InferOutput<typeof SelfIdentitySchema>;
 
 /**
  * The id of the agent's parent pod. A DaemonSet-style deployment names its pods

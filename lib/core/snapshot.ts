@@ -3,7 +3,7 @@
  * `ckpt-agent snapshot` (see README, "The plan contract"). The daemon plans through the same
  * documents, so what an operator replays is exactly what the agent decided.
  */
-import { z } from "zod";
+import * as v from "valibot";
 import { compareIds, splitId } from "./ids.ts";
 import type { PassInput, PassResult } from "./pass.ts";
 import { type Pod, PodSchema } from "./pod.ts";
@@ -23,6 +23,7 @@ import {
   secondsToDuration,
 } from "./time.ts";
 import { formatSchemaError } from "./schema_error.ts";
+import { check, number, record, strictObject } from "./schema.ts";
 
 export const DEFAULT_GRACE_PERIOD_SECONDS = 60;
 /** A thousand years: far beyond any sensible grace period, and well inside a bigint's range. */
@@ -30,69 +31,92 @@ const MAX_GRACE_PERIOD_SECONDS = 1000 * 366 * 24 * 3600;
 
 const TRACKABLE_STATES = STATE_NAMES.filter((s) => s !== "remove");
 
-const Timestamp = z.string().transform((text, ctx) => {
-  const instant = parseInstant(text);
-  if (instant === undefined) {
-    ctx.addIssue({ code: "custom", message: `not an RFC 3339 timestamp: ${JSON.stringify(text)}` });
-    return z.NEVER;
-  }
-  return instant;
-});
-
-const StateEntrySchema = z.object({
-  state: z.string().refine((s) => (TRACKABLE_STATES as readonly string[]).includes(s), {
-    error: (issue) =>
-      `unknown state ${JSON.stringify(issue.input)} (one of ${TRACKABLE_STATES.join(", ")})`,
-  }),
-  graceEnd: Timestamp.optional(),
-}).strict().superRefine((entry, ctx) => {
-  const problem = graceEndProblem(entry.state as StateName, entry.graceEnd !== undefined);
-  if (problem) ctx.addIssue({ code: "custom", path: ["graceEnd"], message: problem });
-});
-
-const PodList = z.array(PodSchema);
-
-export const SnapshotSchema = z.object({
-  now: Timestamp,
-  gracePeriodSeconds: z.number().nonnegative().max(MAX_GRACE_PERIOD_SECONDS).default(
-    DEFAULT_GRACE_PERIOD_SECONDS,
-  ),
-  self: SelfIdentitySchema.optional(),
-  apiAvailable: z.boolean(),
-  runtimeAvailable: z.boolean().default(true),
-  kubeletAvailable: z.boolean().default(true),
-  localRunning: PodList,
-  localParents: PodList,
-  apiParents: PodList,
-  activeCheckpoints: PodList,
-  inactiveCheckpoints: PodList,
-  state: z.record(z.string(), StateEntrySchema).optional().superRefine((state, ctx) => {
-    for (const id of Object.keys(state ?? {})) {
-      if (!splitId(id)) {
-        ctx.addIssue({ code: "custom", path: [id], message: "key must be namespace/name" });
-      }
+const Timestamp = v.pipe(
+  v.string(),
+  v.rawTransform(({ dataset, addIssue, NEVER }) => {
+    const instant = parseInstant(dataset.value);
+    if (instant === undefined) {
+      addIssue({ message: `not an RFC 3339 timestamp: ${JSON.stringify(dataset.value)}` });
+      return NEVER;
     }
+    return instant;
   }),
-}).strict().superRefine((s, ctx) => {
-  // A grace deadline must be writable as RFC 3339 like every other timestamp. (Zod runs this
-  // even when the field itself failed: a value over the maximum is reported once, there.)
-  if (s.gracePeriodSeconds > MAX_GRACE_PERIOD_SECONDS) return;
-  if (s.now + secondsToDuration(s.gracePeriodSeconds) > LAST_INSTANT) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["gracePeriodSeconds"],
-      message: "now + gracePeriodSeconds falls after the year 9999",
-    });
-  }
-});
+);
 
-export type Snapshot = z.output<typeof SnapshotSchema>;
+const graceProblemOf = (entry: { state: string; graceEnd?: unknown }) =>
+  graceEndProblem(entry.state as StateName, entry.graceEnd !== undefined);
+
+const StateEntrySchema = v.pipe(
+  strictObject({
+    state: v.pipe(
+      v.string(),
+      v.check(
+        (s) => (TRACKABLE_STATES as readonly string[]).includes(s),
+        (issue) =>
+          `unknown state ${JSON.stringify(issue.input)} (one of ${TRACKABLE_STATES.join(", ")})`,
+      ),
+    ),
+    graceEnd: v.optional(Timestamp),
+  }),
+  v.forward(
+    v.check((entry) => !graceProblemOf(entry), (issue) => graceProblemOf(issue.input)!),
+    ["graceEnd"],
+  ),
+);
+
+const PodList = v.array(PodSchema);
+
+export const SnapshotSchema = v.pipe(
+  strictObject({
+    now: Timestamp,
+    gracePeriodSeconds: v.optional(
+      v.pipe(number(), v.minValue(0), v.maxValue(MAX_GRACE_PERIOD_SECONDS)),
+      DEFAULT_GRACE_PERIOD_SECONDS,
+    ),
+    self: v.optional(SelfIdentitySchema),
+    apiAvailable: v.boolean(),
+    runtimeAvailable: v.optional(v.boolean(), true),
+    kubeletAvailable: v.optional(v.boolean(), true),
+    localRunning: PodList,
+    localParents: PodList,
+    apiParents: PodList,
+    activeCheckpoints: PodList,
+    inactiveCheckpoints: PodList,
+    state: v.pipe(
+      v.optional(record(StateEntrySchema)),
+      v.rawCheck(({ dataset, addIssue }) => {
+        if (!dataset.typed || dataset.value === undefined) return;
+        const state = dataset.value;
+        for (const id of Object.keys(state)) {
+          if (splitId(id)) continue;
+          addIssue({
+            message: "key must be namespace/name",
+            path: [{ type: "object", origin: "key", input: state, key: id, value: state[id] }],
+          });
+        }
+      }),
+    ),
+  }),
+  // A grace deadline must be writable as RFC 3339 like every other timestamp. (This runs even
+  // when a field's check failed: a value over the maximum is reported once, there.)
+  v.forward(
+    v.check(
+      (s) =>
+        s.gracePeriodSeconds > MAX_GRACE_PERIOD_SECONDS ||
+        s.now + secondsToDuration(s.gracePeriodSeconds) <= LAST_INSTANT,
+      "now + gracePeriodSeconds falls after the year 9999",
+    ),
+    ["gracePeriodSeconds"],
+  ),
+);
+
+export type Snapshot = v.InferOutput<typeof SnapshotSchema>;
 
 export class SnapshotError extends Error {
   override name = "SnapshotError";
 }
 
-function toState(entry: z.output<typeof StateEntrySchema>): CheckpointState {
+function toState(entry: v.InferOutput<typeof StateEntrySchema>): CheckpointState {
   const name = entry.state as StateName;
   return isGraceState(name) ? { name, graceEnd: entry.graceEnd! } : { name } as CheckpointState;
 }
@@ -105,9 +129,9 @@ export function parseSnapshot(text: string): PassInput {
   } catch (e) {
     throw new SnapshotError(`snapshot is not JSON: ${(e as Error).message}`);
   }
-  const parsed = SnapshotSchema.safeParse(json);
-  if (!parsed.success) throw new SnapshotError(formatSchemaError(parsed.error));
-  const s = parsed.data;
+  const parsed = check(SnapshotSchema, json);
+  if (!parsed.success) throw new SnapshotError(formatSchemaError(SnapshotSchema, parsed.issues));
+  const s = parsed.output;
   return {
     now: s.now,
     gracePeriod: secondsToDuration(s.gracePeriodSeconds),

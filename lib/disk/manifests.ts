@@ -21,6 +21,7 @@ import { parseValidId } from "../core/ids.ts";
 import { assignManifestNames, type ManifestIndex } from "../core/manifest_names.ts";
 import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
+import { check } from "../core/schema.ts";
 import {
   atomicLink,
   atomicWrite,
@@ -111,11 +112,13 @@ async function parseManifestFile(
     if (e instanceof Deno.errors.NotFound) return undefined;
     return { file, problem: `not JSON or YAML: ${(e as Error).message.split("\n")[0]}` };
   }
-  const result = PodSchema.safeParse(doc);
-  if (!result.success) return { file, problem: `not a pod: ${formatSchemaError(result.error)}` };
-  const id = podId(result.data);
+  const result = check(PodSchema, doc);
+  if (!result.success) {
+    return { file, problem: `not a pod: ${formatSchemaError(PodSchema, result.issues)}` };
+  }
+  const id = podId(result.output);
   const ours = parseValidId(id) !== undefined && manifestFileNames(id).includes(basename(file));
-  return { file, pod: result.data, ours };
+  return { file, pod: result.output, ours };
 }
 
 /**

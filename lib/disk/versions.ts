@@ -12,7 +12,7 @@
  * either manifest dir mounts them.
  */
 import { join } from "node:path";
-import { z } from "zod";
+import * as v from "valibot";
 import {
   CANDIDATE_FILE,
   checkpointPaths,
@@ -32,34 +32,34 @@ import {
 } from "../core/checkpoint_layout.ts";
 import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
+import { check, int, object, type Schema } from "../core/schema.ts";
 import { atomicWrite, removeDurably, sweepTempFiles, type WriteOutcome } from "./atomic_write.ts";
 import { ensureDir, removeTree } from "./dirs.ts";
 
-const CandidateSchema = z.object({
-  version: z.number().int().min(FIRST_VERSION),
-  seenAt: z.string(),
+const Version = v.pipe(int(), v.minValue(FIRST_VERSION));
+
+const CandidateSchema = object({
+  version: Version,
+  seenAt: v.string(),
   /** Since when, and when last, a pass saw its parent Ready (lib/core/promotion.ts). */
-  readySince: z.string().optional(),
-  lastReadyAt: z.string().optional(),
+  readySince: v.optional(v.string()),
+  lastReadyAt: v.optional(v.string()),
   manifest: PodSchema,
 });
-export type StoredCandidate = z.infer<typeof CandidateSchema>;
+export type StoredCandidate = v.InferOutput<typeof CandidateSchema>;
 
-const OriginSchema = z.object({
+const OriginSchema = object({
   /** When this node made the version (or learnt what it was made from). */
-  madeAt: z.string(),
+  madeAt: v.string(),
   /** The predecessor's version it was inherited from (lib/core/lineage.ts). */
-  inheritedFrom: z.object({
-    id: z.string(),
-    version: z.number().int().min(FIRST_VERSION),
-  }).optional(),
+  inheritedFrom: v.optional(object({ id: v.string(), version: Version })),
   /** The parent it was made from, in its own identity, without status (originParent). */
   parent: PodSchema,
 });
-export type StoredOrigin = z.infer<typeof OriginSchema>;
+export type StoredOrigin = v.InferOutput<typeof OriginSchema>;
 
-const PinSchema = z.object({ pinnedAt: z.string() });
-export type StoredPin = z.infer<typeof PinSchema>;
+const PinSchema = object({ pinnedAt: v.string() });
+export type StoredPin = v.InferOutput<typeof PinSchema>;
 
 /** What a checkpoint's versions directory holds. */
 export interface StoredVersions {
@@ -82,7 +82,7 @@ async function readTextOrUndefined(path: string): Promise<string | undefined> {
 
 async function readJsonFile<T>(
   path: string,
-  schema: z.ZodType<T>,
+  schema: Schema<T>,
   problems: string[],
 ): Promise<T | undefined> {
   const text = await readTextOrUndefined(path);
@@ -94,9 +94,9 @@ async function readJsonFile<T>(
     problems.push(`${path}: not JSON: ${(e as Error).message}`);
     return undefined;
   }
-  const parsed = schema.safeParse(doc);
-  if (parsed.success) return parsed.data;
-  problems.push(`${path}: ${formatSchemaError(parsed.error)}`);
+  const parsed = check(schema, doc);
+  if (parsed.success) return parsed.output;
+  problems.push(`${path}: ${formatSchemaError(schema, parsed.issues)}`);
   return undefined;
 }
 
@@ -232,8 +232,8 @@ export async function removeVersionsDir(
 /** A stored manifest's pod; undefined when the text is not one. */
 export function parseManifestText(text: string): Pod | undefined {
   try {
-    const parsed = PodSchema.safeParse(JSON.parse(text));
-    return parsed.success ? parsed.data : undefined;
+    const parsed = check(PodSchema, JSON.parse(text));
+    return parsed.success ? parsed.output : undefined;
   } catch {
     return undefined;
   }

@@ -10,7 +10,8 @@
  */
 import { basename, dirname, join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import * as v from "valibot";
+import { check, looseObject } from "../core/schema.ts";
 import type { Config } from "../config/types.ts";
 import { resolvedPath } from "../disk/mounts.ts";
 import { error, type Finding, ok, unreadableBecause, warning } from "./finding.ts";
@@ -58,9 +59,9 @@ export function flagValue(args: readonly string[], name: string): string | undef
   return value;
 }
 
-const KubeletConfigurationSchema = z.looseObject({
-  kind: z.literal("KubeletConfiguration"),
-  staticPodPath: z.string().optional(),
+const KubeletConfigurationSchema = looseObject({
+  kind: v.literal("KubeletConfiguration"),
+  staticPodPath: v.optional(v.string()),
 });
 
 /** What a KubeletConfiguration file says about the static-pod directory. */
@@ -88,11 +89,11 @@ export async function readKubeletConfig(file: string): Promise<ConfigFileView> {
       problem: `not YAML or JSON: ${(e as Error).message.split("\n")[0]}`,
     };
   }
-  const parsed = KubeletConfigurationSchema.safeParse(doc);
+  const parsed = check(KubeletConfigurationSchema, doc);
   if (!parsed.success) {
     return { kind: "unusable", problem: "not a KubeletConfiguration (kind, staticPodPath)" };
   }
-  const path = parsed.data.staticPodPath;
+  const path = parsed.output.staticPodPath;
   return { kind: "read", ...(path ? { staticPodPath: resolve(dirname(file), path) } : {}) };
 }
 

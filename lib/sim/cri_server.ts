@@ -4,7 +4,8 @@
  * end-to-end tests run the real agent against it; its verbose sandbox info is shaped like
  * containerd 1.6's, so the agent's parsing of that info is exercised too.
  */
-import { z } from "zod";
+import * as v from "valibot";
+import { object, record } from "../core/schema.ts";
 import {
   CRI_API_VERSIONS,
   type CriApiVersion,
@@ -87,17 +88,18 @@ const PROTOCOL_NUMBERS: Record<SimPortMapping["protocol"], number> = { tcp: 0, u
 /** Creation times are fixed so that every listing is the same for the same pods. */
 const CREATED_AT = 1_700_000_000_000_000_000n;
 
-const Filter = z.object({
-  id: z.string(),
-  state: z.object({ state: z.string() }).nullable(),
-  label_selector: z.record(z.string(), z.string()),
-}).nullable();
+const FILTER_FIELDS = {
+  id: v.string(),
+  state: v.nullable(object({ state: v.string() })),
+  label_selector: record(v.string()),
+};
+const Filter = v.nullable(object(FILTER_FIELDS));
 
-const ListPodSandboxRequest = z.object({ filter: Filter });
-const ListContainersRequest = z.object({
-  filter: Filter.unwrap().extend({ pod_sandbox_id: z.string() }).nullable(),
+const ListPodSandboxRequest = object({ filter: Filter });
+const ListContainersRequest = object({
+  filter: v.nullable(object({ ...FILTER_FIELDS, pod_sandbox_id: v.string() })),
 });
-const PodSandboxStatusRequest = z.object({ pod_sandbox_id: z.string(), verbose: z.boolean() });
+const PodSandboxStatusRequest = object({ pod_sandbox_id: v.string(), verbose: v.boolean() });
 
 type Handler = (request: unknown) => unknown;
 
@@ -189,7 +191,7 @@ export class CriSimServer {
         runtime_api_version: version,
       }),
       ListPodSandbox: (request) => {
-        const { filter } = ListPodSandboxRequest.parse(request);
+        const { filter } = v.parse(ListPodSandboxRequest, request);
         return {
           items: this.#sandboxes()
             .filter((sandbox) => matches(filter, sandbox.id, sandbox.state, sandbox.labels))
@@ -197,7 +199,7 @@ export class CriSimServer {
         };
       },
       ListContainers: (request) => {
-        const { filter } = ListContainersRequest.parse(request);
+        const { filter } = v.parse(ListContainersRequest, request);
         return {
           containers: this.#containers().filter((container) =>
             matches(filter, container.id, container.state, container.labels) &&
@@ -206,7 +208,7 @@ export class CriSimServer {
         };
       },
       PodSandboxStatus: (request) => {
-        const { pod_sandbox_id, verbose } = PodSandboxStatusRequest.parse(request);
+        const { pod_sandbox_id, verbose } = v.parse(PodSandboxStatusRequest, request);
         const sandbox = this.#sandboxes().find((sandbox) => sandbox.id === pod_sandbox_id);
         if (!sandbox) {
           return new RpcError(
@@ -279,7 +281,7 @@ function podLabels(pod: SimPod): Record<string, string> {
 
 /** The CRI filter rule: every field that is set must match. */
 function matches(
-  filter: z.infer<typeof Filter>,
+  filter: v.InferOutput<typeof Filter>,
   id: string,
   state: string,
   labels: Record<string, string>,

@@ -3,9 +3,11 @@
  * checkpoint needs. Any failure is a failure — in particular a 503 from an API server whose etcd
  * is gone is "API unavailable", never "no pods" (docs/design.md#source-failures).
  */
-import { z } from "zod";
+import * as v from "valibot";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import { type Pod, PodSchema } from "../core/pod.ts";
+import { check, looseObject, record, type Schema } from "../core/schema.ts";
+import { schemaProblem } from "../core/schema_error.ts";
 import { API_BACK, API_LOST, type ChangeFanout } from "./changes.ts";
 import { ConnectionPool, getJson, type HttpTarget, type JsonGet } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
@@ -68,15 +70,20 @@ export interface WatchSettings {
 }
 
 /**
- * An item of a list, checked with PodSchema but kept as the very object JSON.parse made: zod's
- * copy is dropped at once. Kept, the copies of a 1,000-pod list (more bytes than the parsed list
+ * An item of a list, checked with PodSchema but kept as the very object JSON.parse made: the
+ * schema's copy is dropped at once. Kept, the copies of a 1,000-pod list (more bytes than the parsed list
  * itself) outlived V8's young generation on every pass, twice: the API server's list and the
  * kubelet's. PodSchema changes nothing it accepts, so the item is what the copy would have been.
  */
-const PodItemSchema = z.unknown().check((payload) => {
-  const checked = PodSchema.safeParse(payload.value);
-  if (!checked.success) payload.issues.push(...checked.error.issues as z.core.$ZodRawIssue[]);
-});
+const PodItemSchema = v.pipe(
+  v.unknown(),
+  v.rawCheck(({ dataset, addIssue }) => {
+    const checked = check(PodSchema, dataset.value);
+    if (checked.success) return;
+    const { message } = schemaProblem(PodSchema, checked.issues);
+    addIssue({ message, ...(checked.issues[0].path && { path: checked.issues[0].path }) });
+  }),
+);
 
 /**
  * A PodList as the API server and the kubelet send it; `kind` is required so that a 200 from
@@ -85,48 +92,54 @@ const PodItemSchema = z.unknown().check((payload) => {
  * pods answers `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":null}`. A list
  * without `items` at all is not a list.
  */
-export const PodListSchema = z.looseObject({
-  kind: z.literal("PodList"),
-  items: z.array(PodItemSchema).nullable(),
-}).transform((list) => (list.items ?? []) as Pod[]);
+export const PodListSchema = v.pipe(
+  looseObject({ kind: v.literal("PodList"), items: v.nullable(v.array(PodItemSchema)) }),
+  v.transform((list) => (list.items ?? []) as Pod[]),
+);
 
 /** The version a list of the API server was read at: where its watch starts. */
-const ListMetaSchema = z.looseObject({ resourceVersion: z.string().min(1) });
+const ListMetaSchema = looseObject({ resourceVersion: v.pipe(v.string(), v.minLength(1)) });
 
-const VersionedPodListSchema = z.looseObject({
-  kind: z.literal("PodList"),
-  metadata: ListMetaSchema,
-  items: z.array(PodItemSchema).nullable(),
-}).transform((list): Listed<Pod> => ({
-  items: (list.items ?? []) as Pod[],
-  resourceVersion: list.metadata.resourceVersion,
-}));
+const VersionedPodListSchema = v.pipe(
+  looseObject({
+    kind: v.literal("PodList"),
+    metadata: ListMetaSchema,
+    items: v.nullable(v.array(PodItemSchema)),
+  }),
+  v.transform((list): Listed<Pod> => ({
+    items: (list.items ?? []) as Pod[],
+    resourceVersion: list.metadata.resourceVersion,
+  })),
+);
 
 /** A watch event's pod as a list would give it: a list's items carry no kind or apiVersion. */
 function podOfEvent(object: Record<string, unknown>): Pod | undefined {
-  if (!PodSchema.safeParse(object).success) return undefined;
+  if (!check(PodSchema, object).success) return undefined;
   const { kind: _kind, apiVersion: _apiVersion, ...pod } = object;
   return pod as Pod;
 }
 
-const Base64Value = z.string().transform((text, ctx) => {
-  try {
-    return Uint8Array.fromBase64(text);
-  } catch {
-    ctx.addIssue({ code: "custom", message: "not valid base64" });
-    return z.NEVER;
-  }
-});
+const Base64Value = v.pipe(
+  v.string(),
+  v.rawTransform(({ dataset, addIssue, NEVER }) => {
+    try {
+      return Uint8Array.fromBase64(dataset.value);
+    } catch {
+      addIssue({ message: "not valid base64" });
+      return NEVER;
+    }
+  }),
+);
 
-const SECRET_FIELDS = { data: z.record(z.string(), Base64Value).nullish() };
+const SECRET_FIELDS = { data: v.nullish(record(Base64Value)) };
 
 const CONFIGMAP_FIELDS = {
-  data: z.record(z.string(), z.string()).nullish(),
-  binaryData: z.record(z.string(), Base64Value).nullish(),
+  data: v.nullish(record(v.string())),
+  binaryData: v.nullish(record(Base64Value)),
 };
 
-type SecretFields = z.infer<z.ZodObject<typeof SECRET_FIELDS>>;
-type ConfigMapFields = z.infer<z.ZodObject<typeof CONFIGMAP_FIELDS>>;
+type SecretFields = v.InferOutput<v.ObjectSchema<typeof SECRET_FIELDS, undefined>>;
+type ConfigMapFields = v.InferOutput<v.ObjectSchema<typeof CONFIGMAP_FIELDS, undefined>>;
 
 const secretFiles = (secret: SecretFields) => ({ ...secret.data });
 
@@ -143,14 +156,18 @@ interface Fetched {
   version: string | undefined;
 }
 
-const SecretSchema = z.looseObject({ kind: z.literal("Secret"), ...SECRET_FIELDS })
-  .transform((secret): Fetched => ({ files: secretFiles(secret), version: versionOf(secret) }));
+const SecretSchema = v.pipe(
+  looseObject({ kind: v.literal("Secret"), ...SECRET_FIELDS }),
+  v.transform((secret): Fetched => ({ files: secretFiles(secret), version: versionOf(secret) })),
+);
 
-const ConfigMapSchema = z.looseObject({ kind: z.literal("ConfigMap"), ...CONFIGMAP_FIELDS })
-  .transform((configMap): Fetched => ({
+const ConfigMapSchema = v.pipe(
+  looseObject({ kind: v.literal("ConfigMap"), ...CONFIGMAP_FIELDS }),
+  v.transform((configMap): Fetched => ({
     files: configMapFiles(configMap),
     version: versionOf(configMap),
-  }));
+  })),
+);
 
 /** An etcd revision as the API server writes it. */
 const REVISION = /^[1-9][0-9]{0,18}$/;
@@ -168,41 +185,50 @@ function laterVersion(version: string, other: string | undefined): string {
 }
 
 /** A secret's or configmap's name and version, as an item of a list or an event carries them. */
-const WatchedMetaSchema = z.looseObject({ name: z.string(), resourceVersion: z.string().min(1) });
+const WatchedMetaSchema = looseObject({
+  name: v.string(),
+  resourceVersion: v.pipe(v.string(), v.minLength(1)),
+});
 
 const watched = (
-  metadata: z.infer<typeof WatchedMetaSchema>,
+  metadata: v.InferOutput<typeof WatchedMetaSchema>,
   files: Record<string, Uint8Array>,
 ): WatchedObject => ({ name: metadata.name, version: metadata.resourceVersion, files });
 
-const WatchedSecretSchema = z.looseObject({ metadata: WatchedMetaSchema, ...SECRET_FIELDS })
-  .transform((secret) => watched(secret.metadata, secretFiles(secret)));
+const WatchedSecretSchema = v.pipe(
+  looseObject({ metadata: WatchedMetaSchema, ...SECRET_FIELDS }),
+  v.transform((secret) => watched(secret.metadata, secretFiles(secret))),
+);
 
-const WatchedConfigMapSchema = z.looseObject({ metadata: WatchedMetaSchema, ...CONFIGMAP_FIELDS })
-  .transform((configMap) => watched(configMap.metadata, configMapFiles(configMap)));
+const WatchedConfigMapSchema = v.pipe(
+  looseObject({ metadata: WatchedMetaSchema, ...CONFIGMAP_FIELDS }),
+  v.transform((configMap) => watched(configMap.metadata, configMapFiles(configMap))),
+);
 
-function objectListSchema(item: z.ZodType<WatchedObject>): z.ZodType<Listed<WatchedObject>> {
-  return z.looseObject({ metadata: ListMetaSchema, items: z.array(item).nullable() })
-    .transform((list) => ({
+function objectListSchema(item: Schema<WatchedObject>): Schema<Listed<WatchedObject>> {
+  return v.pipe(
+    looseObject({ metadata: ListMetaSchema, items: v.nullable(v.array(item)) }),
+    v.transform((list) => ({
       items: list.items ?? [],
       resourceVersion: list.metadata.resourceVersion,
-    }));
+    })),
+  );
 }
 
 interface WatchedKind {
   resource: string;
-  list: z.ZodType<Listed<WatchedObject>>;
+  list: Schema<Listed<WatchedObject>>;
   /** An object of an event as an item; undefined when it is not one. */
   parse(object: unknown): WatchedObject | undefined;
 }
 
-function watchedKind(resource: string, item: z.ZodType<WatchedObject>): WatchedKind {
+function watchedKind(resource: string, item: Schema<WatchedObject>): WatchedKind {
   return {
     resource,
     list: objectListSchema(item),
     parse(object) {
-      const parsed = item.safeParse(object);
-      return parsed.success ? parsed.data : undefined;
+      const parsed = check(item, object);
+      return parsed.success ? parsed.output : undefined;
     },
   };
 }
@@ -386,7 +412,7 @@ function startWatches(target: HttpTarget, creds: Credentials, settings: WatchSet
   const changes = settings.changes;
   function listWatch<T>(
     collection: string,
-    list: z.ZodType<Listed<T>>,
+    list: Schema<Listed<T>>,
     over: typeof watchOver,
     rest:
       & Pick<ListWatchOptions<T>, "item" | "key" | "timeoutSeconds" | "changed">
@@ -469,12 +495,12 @@ export function createApiServerClient(
   watching?: WatchSettings,
 ): ApiServerClient {
   const target = apiServerTarget(creds, timeoutMs, env);
-  const get = <T>(path: string, schema: z.ZodType<T>) => getAsUser(target, creds, { path, schema });
+  const get = <T>(path: string, schema: Schema<T>) => getAsUser(target, creds, { path, schema });
   const watches = watching ? startWatches(target, creds, watching) : undefined;
 
   async function getObject(
     ref: ObjectRef,
-    schema: z.ZodType<Fetched>,
+    schema: Schema<Fetched>,
   ): Promise<SourceResult<Record<string, Uint8Array>>> {
     const { namespace, name } = ref;
     const resource = WATCHED[ref.kind].resource;
@@ -556,7 +582,7 @@ export interface ServerTime {
   gitVersion: string;
 }
 
-const VersionSchema = z.looseObject({ gitVersion: z.string() });
+const VersionSchema = looseObject({ gitVersion: v.string() });
 
 /**
  * GET /version (readable by anyone the API server authenticates, and by default by anonymous

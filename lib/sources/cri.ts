@@ -6,7 +6,9 @@
  * printed.
  */
 import { isIP } from "node:net";
-import { z } from "zod";
+import * as v from "valibot";
+import { check, int, number, object, record, type Schema } from "../core/schema.ts";
+import { schemaProblem } from "../core/schema_error.ts";
 import {
   CRI_API_VERSIONS,
   type CriApiVersion,
@@ -89,29 +91,29 @@ export function runtimeSocketPath(endpoint: string): string | undefined {
   return undefined;
 }
 
-const Labels = z.record(z.string(), z.string());
+const Labels = record(v.string());
 /** Enums decode to their names; a value this schema does not know decodes to its number. */
-const EnumValue = z.union([z.string(), z.number()]);
+const EnumValue = v.union([v.string(), number()]);
 
-const VersionResponse = z.object({ runtime_api_version: z.string() });
+const VersionResponse = object({ runtime_api_version: v.string() });
 
-const ListPodSandboxResponse = z.object({
-  items: z.array(z.object({ id: z.string(), state: EnumValue })),
+const ListPodSandboxResponse = object({
+  items: v.array(object({ id: v.string(), state: EnumValue })),
 });
 
-const ListContainersResponse = z.object({
-  containers: z.array(
-    z.object({ id: z.string(), pod_sandbox_id: z.string(), state: EnumValue, labels: Labels }),
+const ListContainersResponse = object({
+  containers: v.array(
+    object({ id: v.string(), pod_sandbox_id: v.string(), state: EnumValue, labels: Labels }),
   ),
 });
 
-const PodSandboxStatusResponse = z.object({
-  status: z.object({
-    id: z.string(),
-    metadata: z.object({ name: z.string(), uid: z.string(), namespace: z.string() }),
-    network: z
-      .object({ ip: z.string(), additional_ips: z.array(z.object({ ip: z.string() })) })
-      .nullable(),
+const PodSandboxStatusResponse = object({
+  status: object({
+    id: v.string(),
+    metadata: object({ name: v.string(), uid: v.string(), namespace: v.string() }),
+    network: v.nullable(
+      object({ ip: v.string(), additional_ips: v.array(object({ ip: v.string() })) }),
+    ),
   }),
   info: Labels,
 });
@@ -224,7 +226,7 @@ class CriRuntimeClient implements RuntimeClient {
     version: CriApiVersion,
     method: RuntimeMethod,
     request: unknown,
-    schema: z.ZodType<T>,
+    schema: Schema<T>,
   ): Promise<SourceResult<T>> {
     const codec = criServices()[version][method];
     const exchanged = await this.#exchange(codec.path, codec.encodeRequest(request));
@@ -248,17 +250,17 @@ class CriRuntimeClient implements RuntimeClient {
     version: CriApiVersion,
     method: RuntimeMethod,
     value: unknown,
-    schema: z.ZodType<T>,
+    schema: Schema<T>,
   ): SourceResult<T> {
-    const parsed = schema.safeParse(value);
-    if (parsed.success) return succeeded(parsed.data);
-    const issue = parsed.error.issues[0];
+    const parsed = check(schema, value);
+    if (parsed.success) return succeeded(parsed.output);
+    const { path, message } = schemaProblem(schema, parsed.issues);
     return failed(
       "runtime",
       "bad-response",
       `${this.#describe(version, method)}: unexpected answer at ${
-        issue.path.join(".") || "(root)"
-      }: ${issue.message}`,
+        path.join(".") || "(root)"
+      }: ${message}`,
     );
   }
 
@@ -392,10 +394,10 @@ function compare(a: string, b: string): number {
 // debugging output, not API: each part is read on its own and anything unexpected reads as
 // absent.
 
-const RuntimeSpecPart = z.object({
-  runtimeSpec: z.object({
-    linux: z.object({
-      namespaces: z.array(z.object({ type: z.string(), path: z.string().optional() })),
+const RuntimeSpecPart = object({
+  runtimeSpec: object({
+    linux: object({
+      namespaces: v.array(object({ type: v.string(), path: v.optional(v.string()) })),
     }),
   }),
 });
@@ -409,24 +411,23 @@ const PROTOCOLS: Record<string, PortMapping["protocol"]> = {
   SCTP: "sctp",
 };
 
-const Port = z.number().int().min(0).max(65535).default(0);
+const Port = v.optional(v.pipe(int(), v.minValue(0), v.maxValue(65535)), 0);
 
-const ConfigPart = z.object({
-  config: z.object({
-    port_mappings: z.array(z.object({
+const ConfigPart = object({
+  config: object({
+    port_mappings: v.array(object({
       // Absent means 0, which is TCP.
-      protocol: z.union([z.number(), z.string()]).default(0),
+      protocol: v.optional(v.union([number(), v.string()]), 0),
       container_port: Port,
       host_port: Port,
     })),
   }),
 });
 
-const CniResultPart = z.object({
-  cniResult: z.object({
-    Interfaces: z.record(
-      z.string(),
-      z.object({ IPConfigs: z.array(z.object({ IP: z.string() })).nullish() }).nullable(),
+const CniResultPart = object({
+  cniResult: object({
+    Interfaces: record(
+      v.nullable(object({ IPConfigs: v.nullish(v.array(object({ IP: v.string() }))) })),
     ),
   }),
 });
@@ -445,15 +446,15 @@ export function parseSandboxInfo(info: string | undefined): SandboxInfo {
 }
 
 function netnsPath(json: unknown): string {
-  const spec = RuntimeSpecPart.safeParse(json);
+  const spec = check(RuntimeSpecPart, json);
   if (!spec.success) return "";
-  return spec.data.runtimeSpec.linux.namespaces.find((ns) => ns.type === "network")?.path ?? "";
+  return spec.output.runtimeSpec.linux.namespaces.find((ns) => ns.type === "network")?.path ?? "";
 }
 
 function ports(json: unknown): PortMapping[] {
-  const config = ConfigPart.safeParse(json);
+  const config = check(ConfigPart, json);
   if (!config.success) return [];
-  return config.data.config.port_mappings.flatMap((mapping) => {
+  return config.output.config.port_mappings.flatMap((mapping) => {
     const protocol = PROTOCOLS[String(mapping.protocol).toUpperCase()];
     return protocol
       ? [{ protocol, containerPort: mapping.container_port, hostPort: mapping.host_port }]
@@ -462,9 +463,9 @@ function ports(json: unknown): PortMapping[] {
 }
 
 function interfaces(json: unknown): SandboxInterface[] {
-  const cni = CniResultPart.safeParse(json);
+  const cni = check(CniResultPart, json);
   if (!cni.success) return [];
-  return Object.entries(cni.data.cniResult.Interfaces).flatMap(([name, config]) =>
+  return Object.entries(cni.output.cniResult.Interfaces).flatMap(([name, config]) =>
     (config?.IPConfigs ?? []).flatMap(({ IP }) => {
       const address = cidr(IP);
       return address ? [{ name, address }] : [];

@@ -14,8 +14,8 @@ import http from "node:http";
 import https from "node:https";
 import type net from "node:net";
 import tls from "node:tls";
-import type { z } from "zod";
 import { formatSchemaError } from "../core/schema_error.ts";
+import { check, type Schema } from "../core/schema.ts";
 import type { AnswerMemo } from "./answer_memo.ts";
 import { bareHost, describeProxy, portOf, type Proxy, type ProxyChoice } from "./proxy.ts";
 import { openTunnel } from "./proxy_tunnel.ts";
@@ -206,7 +206,7 @@ export class ConnectionPool {
 export interface JsonGet<T> {
   /** Path and query, already encoded, starting with `/`. */
   path: string;
-  schema: z.ZodType<T>;
+  schema: Schema<T>;
   bearerToken?: string;
   /** Told the response's headers as soon as they arrive, before its body, whatever its status. */
   onHeaders?: (headers: http.IncomingHttpHeaders) => void;
@@ -595,7 +595,7 @@ function parseBody<T>(
   body: string,
   status: number,
   contentType: string,
-  schema: z.ZodType<T>,
+  schema: Schema<T>,
   fail: (kind: FailureKind, detail: string, status?: number, problem?: string) => SourceResult<T>,
 ): SourceResult<T> {
   let json: unknown;
@@ -609,8 +609,8 @@ function parseBody<T>(
       `not JSON (${contentType.split(";")[0]})`,
     );
   }
-  const parsed = schema.safeParse(json);
-  if (parsed.success) return succeeded(parsed.data);
-  const problem = `unexpected body: ${formatSchemaError(parsed.error)}`;
+  const parsed = check(schema, json);
+  if (parsed.success) return succeeded(parsed.output);
+  const problem = `unexpected body: ${formatSchemaError(schema, parsed.issues)}`;
   return fail("bad-response", `${problem}: ${bodyStart(body)}`, status, problem);
 }

@@ -9,7 +9,9 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { dirname, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import * as v from "valibot";
+import { check, looseObject } from "../core/schema.ts";
+import { isMissing, schemaProblem } from "../core/schema_error.ts";
 import { parseProxyUrl } from "./proxy.ts";
 
 export interface Credentials {
@@ -46,18 +48,19 @@ export type KubeconfigResult =
     files: string[];
   };
 
-const optionalText = z.string().min(1).optional();
+const text = v.pipe(v.string(), v.minLength(1));
+const optionalText = v.optional(text);
 
-const ClusterSchema = z.looseObject({
-  server: z.string().min(1),
+const ClusterSchema = looseObject({
+  server: text,
   "certificate-authority": optionalText,
   "certificate-authority-data": optionalText,
-  "insecure-skip-tls-verify": z.boolean().optional(),
+  "insecure-skip-tls-verify": v.optional(v.boolean()),
   "tls-server-name": optionalText,
   "proxy-url": optionalText,
 });
 
-const UserSchema = z.looseObject({
+const UserSchema = looseObject({
   "client-certificate": optionalText,
   "client-certificate-data": optionalText,
   "client-key": optionalText,
@@ -66,17 +69,14 @@ const UserSchema = z.looseObject({
   tokenFile: optionalText,
 });
 
-const ContextSchema = z.looseObject({ cluster: z.string().min(1), user: z.string().min(1) });
+const ContextSchema = looseObject({ cluster: text, user: text });
 
-const name = z.string().min(1);
-
-const KubeconfigSchema = z.looseObject({
-  "current-context": z.string().min(1),
-  clusters: z.array(z.looseObject({ name, cluster: ClusterSchema })).default([]),
-  contexts: z.array(z.looseObject({ name, context: ContextSchema })).default([]),
+const KubeconfigSchema = looseObject({
+  "current-context": text,
+  clusters: v.optional(v.array(looseObject({ name: text, cluster: ClusterSchema })), []),
+  contexts: v.optional(v.array(looseObject({ name: text, context: ContextSchema })), []),
   // `user: {}` (or an empty `user:`) is how a kubeconfig says "no credentials".
-  users: z.array(z.looseObject({ name, user: UserSchema.nullish().transform((u) => u ?? {}) }))
-    .default([]),
+  users: v.optional(v.array(looseObject({ name: text, user: v.nullish(UserSchema, {}) })), []),
 });
 
 /** Authentication kubectl supports that a node agent outside the cluster cannot use. */
@@ -205,7 +205,7 @@ function checkServerUrl(field: string, server: string): string {
 }
 
 function credentialsFrom(
-  doc: z.output<typeof KubeconfigSchema>,
+  doc: v.InferOutput<typeof KubeconfigSchema>,
   baseDir: string,
   files: string[],
 ): Credentials {
@@ -309,16 +309,12 @@ function parseKubeconfig(text: string, baseDir: string, files: string[]): Creden
   } catch (e) {
     throw new FieldError("document", `not valid YAML: ${reason(e).split("\n")[0]}`);
   }
-  const parsed = KubeconfigSchema.safeParse(raw ?? {});
+  const parsed = check(KubeconfigSchema, raw ?? {});
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const missing = issue.code === "invalid_type" && issue.message.endsWith("received undefined");
-    throw new FieldError(
-      fieldPath(issue.path) || "document",
-      missing ? "missing" : issue.message.replace(/^Invalid input: /, ""),
-    );
+    const { path, message } = schemaProblem(KubeconfigSchema, parsed.issues);
+    throw new FieldError(fieldPath(path) || "document", isMissing(message) ? "missing" : message);
   }
-  return credentialsFrom(parsed.data, baseDir, files);
+  return credentialsFrom(parsed.output, baseDir, files);
 }
 
 /** Never throws: a kubeconfig that cannot be used is an error message naming the field. */

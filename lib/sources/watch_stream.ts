@@ -6,7 +6,8 @@
  * a GET's would be: what a watch's failure means is for its owner (lib/sources/list_watch.ts).
  */
 import type http from "node:http";
-import { z } from "zod";
+import * as v from "valibot";
+import { check, looseObject, object } from "../core/schema.ts";
 import { createDirectHttpClient } from "../util/direct_http.ts";
 import {
   bodyStart,
@@ -28,12 +29,12 @@ import type { H2Stream, StreamHandlers } from "./h2/connection.ts";
 import type { HeaderField } from "./h2/hpack.ts";
 import { WatchClients } from "./watch_clients.ts";
 
-export const WatchEventSchema = z.object({
-  type: z.enum(["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]),
-  object: z.looseObject({}),
+export const WatchEventSchema = object({
+  type: v.picklist(["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]),
+  object: looseObject({}),
 });
 
-export type WatchEvent = z.infer<typeof WatchEventSchema>;
+export type WatchEvent = v.InferOutput<typeof WatchEventSchema>;
 
 export interface WatchHandlers {
   /** The server accepted the watch: its headers said 200. */
@@ -151,7 +152,7 @@ class WatchBody {
         `not JSON (${contentType.split(";")[0]})`,
       );
     }
-    const event = WatchEventSchema.safeParse(json);
+    const event = check(WatchEventSchema, json);
     if (!event.success) {
       return this.#fail(
         "bad-response",
@@ -160,7 +161,7 @@ class WatchBody {
         "not a watch event",
       );
     }
-    this.#on.event(event.data);
+    this.#on.event(event.output);
   }
 
   /** What a body that is not a stream of events says: its error status, or its type. */

@@ -9,8 +9,9 @@
  * first failure is a RecordError naming the file and the problem.
  */
 import { createHash } from "node:crypto";
-import { z } from "zod";
+import * as v from "valibot";
 import { formatSchemaError } from "../core/schema_error.ts";
+import { check, record, type Schema, strictObject } from "../core/schema.ts";
 
 export const ENVELOPE_VERSION = "v1";
 
@@ -46,12 +47,12 @@ export function encodeRecord(kind: RecordKind, data: unknown): string {
   return JSON.stringify(envelope, null, 2) + "\n";
 }
 
-const EnvelopeSchema = z.object({
-  version: z.string(),
-  kind: z.string(),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/, { error: "not 64 lowercase hex digits" }),
-  data: z.record(z.string(), z.unknown()),
-}).strict();
+const EnvelopeSchema = strictObject({
+  version: v.string(),
+  kind: v.string(),
+  sha256: v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/, "not 64 lowercase hex digits")),
+  data: record(v.unknown()),
+});
 
 function parseJson(file: string, bytes: Uint8Array): unknown {
   let text: string;
@@ -72,7 +73,7 @@ export function decodeRecord<T>(
   file: string,
   bytes: Uint8Array,
   kind: RecordKind,
-  schema: z.ZodType<T>,
+  schema: Schema<T>,
 ): T {
   const json = parseJson(file, bytes);
   // The version is looked at first: a newer agent's record may have any other shape.
@@ -86,31 +87,31 @@ export function decodeRecord<T>(
       );
     }
   }
-  const envelope = EnvelopeSchema.safeParse(json);
+  const envelope = check(EnvelopeSchema, json);
   if (!envelope.success) {
     throw new RecordError(
       file,
       "bad-envelope",
-      `not a record envelope: ${formatSchemaError(envelope.error)}`,
+      `not a record envelope: ${formatSchemaError(EnvelopeSchema, envelope.issues)}`,
     );
   }
-  if (envelope.data.kind !== kind) {
+  if (envelope.output.kind !== kind) {
     throw new RecordError(
       file,
       "wrong-kind",
-      `a ${JSON.stringify(envelope.data.kind)} record where ${JSON.stringify(kind)} belongs`,
+      `a ${JSON.stringify(envelope.output.kind)} record where ${JSON.stringify(kind)} belongs`,
     );
   }
-  if (digest(envelope.data.data) !== envelope.data.sha256) {
+  if (digest(envelope.output.data) !== envelope.output.sha256) {
     throw new RecordError(file, "checksum", "checksum mismatch: the payload was altered or torn");
   }
-  const payload = schema.safeParse(envelope.data.data);
+  const payload = check(schema, envelope.output.data);
   if (!payload.success) {
     throw new RecordError(
       file,
       "invalid-field",
-      `invalid payload: ${formatSchemaError(payload.error)}`,
+      `invalid payload: ${formatSchemaError(schema, payload.issues)}`,
     );
   }
-  return payload.data;
+  return payload.output;
 }

@@ -3,17 +3,17 @@
  * valid record whose file name matches its key. Used by the stores when they load and by
  * `ckpt-agent verify`, which must never move or delete anything.
  */
-import type { z } from "zod";
 import { basename, join } from "node:path";
 import { decodeRecord, RecordError, type RecordKind } from "./envelope.ts";
 import { mapConcurrent } from "../util/map_concurrent.ts";
+import type { Schema } from "../core/schema.ts";
 
 /** What a store needs to know to read and name one kind of record. */
 export interface RecordType<T> {
   kind: RecordKind;
   /** Its directory under the state directory. */
   dir: string;
-  schema: z.ZodType<T>;
+  schema: Schema<T>;
   /** The file name of a key; throws InvalidIdError for a key that cannot be stored. */
   fileNameOf(key: string): string;
   /** The key a file name stands for, or undefined when the name is not one we write. */

@@ -24,6 +24,7 @@ import {
 } from "../disk/atomic_write.ts";
 import { compareIds } from "../core/ids.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
+import { check } from "../core/schema.ts";
 import { type Clock, systemClock } from "../core/time.ts";
 import { ensureStoreDir, quarantine } from "./quarantine.ts";
 import { encodeRecord, RecordError, type RecordProblem } from "./envelope.ts";
@@ -268,15 +269,16 @@ export class RecordStore<T> {
   }
 
   #storedForm(path: string, key: string, value: T): T {
-    const parsed = this.codec.type.schema.safeParse(this.codec.toStored(value));
+    const { schema } = this.codec.type;
+    const parsed = check(schema, this.codec.toStored(value));
     if (!parsed.success) {
       throw new RecordError(
         path,
         "invalid-field",
-        `refusing to write: ${formatSchemaError(parsed.error)}`,
+        `refusing to write: ${formatSchemaError(schema, parsed.issues)}`,
       );
     }
-    const claimed = this.codec.type.keyOfRecord(parsed.data);
+    const claimed = this.codec.type.keyOfRecord(parsed.output);
     if (claimed !== key) {
       throw new RecordError(
         path,
@@ -284,7 +286,7 @@ export class RecordStore<T> {
         `refusing to write the record of ${JSON.stringify(claimed)} as ${JSON.stringify(key)}`,
       );
     }
-    return parsed.data;
+    return parsed.output;
   }
 
   async #write(path: string, key: string, stored: T): Promise<WriteOutcome> {

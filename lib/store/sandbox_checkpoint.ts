@@ -2,7 +2,9 @@
  * A pod sandbox checkpoint: the network facts of a sandbox that ran an activated checkpoint, as the
  * container runtime reported them.
  */
-import { z } from "zod";
+import * as v from "valibot";
+import { int, strictObject } from "../core/schema.ts";
+import { isCidr } from "../util/ip.ts";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import { SANDBOX_DIR, sandboxFileName, sandboxIdOfFileName, sandboxIdProblem } from "./layout.ts";
 import type { RecordType } from "./record_files.ts";
@@ -14,34 +16,36 @@ import type { StoreCodec } from "./record_store.ts";
  */
 export const SANDBOX_CHECKPOINT_VERSION = "v1";
 
-const Port = z.int().min(1).max(65535);
+const Port = v.pipe(int(), v.minValue(1), v.maxValue(65535));
 
-export const PortMappingSchema = z.object({
-  protocol: z.enum(["tcp", "udp", "sctp"]),
+export const PortMappingSchema = strictObject({
+  protocol: v.picklist(["tcp", "udp", "sctp"]),
   containerPort: Port,
   /** 0 when the port is not published on the host, as in CRI. */
-  hostPort: z.int().min(0).max(65535),
-}).strict();
+  hostPort: v.pipe(int(), v.minValue(0), v.maxValue(65535)),
+});
 
-export const InterfaceSchema = z.object({
-  name: z.string().min(1),
+const NOT_CIDR = "not an IPv4 or IPv6 address in CIDR form";
+
+export const InterfaceSchema = strictObject({
+  name: v.pipe(v.string(), v.minLength(1)),
   /** The interface's address with its prefix length, e.g. `10.244.0.5/24` or `fd00::5/64`. */
-  address: z.union([z.cidrv4(), z.cidrv6()], { error: "not an IPv4 or IPv6 address in CIDR form" }),
-}).strict();
+  address: v.pipe(v.string(NOT_CIDR), v.check(isCidr, NOT_CIDR)),
+});
 
-export const SandboxCheckpointSchema = z.object({
-  version: z.literal(SANDBOX_CHECKPOINT_VERSION),
-  name: z.string().refine(isValidObjectName, { error: "not a Kubernetes object name" }),
-  namespace: z.string().refine(isValidNamespace, { error: "not a Kubernetes namespace" }),
-  netnsPath: z.string(),
-  hostBridge: z.string().optional(),
-  portMappings: z.array(PortMappingSchema),
-  interfaces: z.array(InterfaceSchema),
-}).strict();
+export const SandboxCheckpointSchema = strictObject({
+  version: v.literal(SANDBOX_CHECKPOINT_VERSION),
+  name: v.pipe(v.string(), v.check(isValidObjectName, "not a Kubernetes object name")),
+  namespace: v.pipe(v.string(), v.check(isValidNamespace, "not a Kubernetes namespace")),
+  netnsPath: v.string(),
+  hostBridge: v.optional(v.string()),
+  portMappings: v.array(PortMappingSchema),
+  interfaces: v.array(InterfaceSchema),
+});
 
-export type PortMapping = z.infer<typeof PortMappingSchema>;
-export type ContainerInterface = z.infer<typeof InterfaceSchema>;
-export type SandboxCheckpoint = z.infer<typeof SandboxCheckpointSchema>;
+export type PortMapping = v.InferOutput<typeof PortMappingSchema>;
+export type ContainerInterface = v.InferOutput<typeof InterfaceSchema>;
+export type SandboxCheckpoint = v.InferOutput<typeof SandboxCheckpointSchema>;
 
 /** A checkpoint with no ports and no interfaces yet. */
 export function newSandboxCheckpoint(
@@ -60,14 +64,18 @@ export function newSandboxCheckpoint(
 }
 
 /** The record payload: the checkpoint and the sandbox id it is stored under. */
-export const SandboxRecordSchema = z.object({
-  sandboxId: z.string().refine((id) => sandboxIdProblem(id) === undefined, {
-    error: (issue) => `invalid sandbox id: ${sandboxIdProblem(issue.input as string)}`,
-  }),
+export const SandboxRecordSchema = strictObject({
+  sandboxId: v.pipe(
+    v.string(),
+    v.check(
+      (id) => sandboxIdProblem(id) === undefined,
+      (issue) => `invalid sandbox id: ${sandboxIdProblem(issue.input as string)}`,
+    ),
+  ),
   checkpoint: SandboxCheckpointSchema,
-}).strict();
+});
 
-export type SandboxRecord = z.infer<typeof SandboxRecordSchema>;
+export type SandboxRecord = v.InferOutput<typeof SandboxRecordSchema>;
 
 export const SANDBOX_RECORDS: RecordType<SandboxRecord> = {
   kind: "sandbox-checkpoint",

@@ -4,7 +4,8 @@
  * are RFC 3339 strings. The lifecycle phase is derived from the timestamps on every read and never
  * stored.
  */
-import { z } from "zod";
+import * as v from "valibot";
+import { strictObject } from "../core/schema.ts";
 import {
   type CheckpointState,
   graceEndProblem,
@@ -25,28 +26,42 @@ export const STATUS_STATES = STATE_NAMES.filter((s) => s !== "remove") as Exclud
 >[];
 export type StatusState = typeof STATUS_STATES[number];
 
-const Timestamp = z.string().refine((text) => parseInstant(text) !== undefined, {
-  error: (issue) => `not an RFC 3339 timestamp: ${JSON.stringify(issue.input)}`,
-});
+const Timestamp = v.pipe(
+  v.string(),
+  v.check(
+    (text) => parseInstant(text) !== undefined,
+    (issue) => `not an RFC 3339 timestamp: ${JSON.stringify(issue.input)}`,
+  ),
+);
 
-export const StoredStatusSchema = z.object({
-  id: z.string().refine((id) => parseValidId(id) !== undefined, {
-    error: "not namespace/name with Kubernetes-valid names",
+const graceProblemOf = (record: { state: StateName; graceEnd?: string }) =>
+  graceEndProblem(record.state, record.graceEnd !== undefined);
+
+export const StoredStatusSchema = v.pipe(
+  strictObject({
+    id: v.pipe(
+      v.string(),
+      v.check(
+        (id) => parseValidId(id) !== undefined,
+        "not namespace/name with Kubernetes-valid names",
+      ),
+    ),
+    state: v.picklist(STATUS_STATES),
+    graceEnd: v.optional(Timestamp),
+    createdAt: Timestamp,
+    lastActivatedAt: v.optional(Timestamp),
+    lastDeactivatedAt: v.optional(Timestamp),
+    reason: v.string(),
+    message: v.string(),
   }),
-  state: z.enum(STATUS_STATES),
-  graceEnd: Timestamp.optional(),
-  createdAt: Timestamp,
-  lastActivatedAt: Timestamp.optional(),
-  lastDeactivatedAt: Timestamp.optional(),
-  reason: z.string(),
-  message: z.string(),
-}).strict().superRefine((record, ctx) => {
-  const problem = graceEndProblem(record.state as StateName, record.graceEnd !== undefined);
-  if (problem) ctx.addIssue({ code: "custom", path: ["graceEnd"], message: problem });
-});
+  v.forward(
+    v.check((record) => !graceProblemOf(record), (issue) => graceProblemOf(issue.input)!),
+    ["graceEnd"],
+  ),
+);
 
 /** Exactly what is written to disk, and what the store keeps. */
-export type StatusRecord = z.infer<typeof StoredStatusSchema>;
+export type StatusRecord = v.InferOutput<typeof StoredStatusSchema>;
 
 export type Phase = "created" | "activated" | "deactivated";
 

@@ -55,3 +55,19 @@ export function isLoopbackHost(hostname: string): boolean {
   if (bytes === undefined) return false;
   return bytes.length === 4 ? bytes[0] === 127 : bytes.every((b, i) => b === (i === 15 ? 1 : 0));
 }
+
+const CIDR_V4 =
+  /^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])\/([0-9]|[1-2][0-9]|3[0-2])$/;
+
+/**
+ * Whether `text` is an address with its prefix length, e.g. `10.244.0.5/24` or `fd00::5/64`: IPv4
+ * in dotted decimal without leading zeros, IPv6 in any form a URL host takes, the prefix in
+ * decimal within the family's bits.
+ */
+export function isCidr(text: string): boolean {
+  if (CIDR_V4.test(text)) return true;
+  const [address, prefix, ...rest] = text.split("/");
+  if (rest.length > 0 || !prefix || `${Number(prefix)}` !== prefix) return false;
+  if (Number(prefix) < 0 || Number(prefix) > 128) return false;
+  return /^[0-9a-fA-F:.]+$/.test(address) && URL.canParse(`http://[${address}]`);
+}

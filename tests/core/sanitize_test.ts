@@ -1,5 +1,6 @@
 /** The sanitizer (docs/design.md#making-a-checkpoint) on a realistic kube-apiserver pod, and file ownership rules. */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import * as v from "valibot";
 import {
   CHECKPOINT_OF_ANNOTATION,
   isCheckpoint,
@@ -20,7 +21,7 @@ async function apiserver(): Promise<Pod> {
   const text = await Deno.readTextFile(
     new URL("../fixtures/kube-apiserver-pod.json", import.meta.url),
   );
-  return PodSchema.parse(JSON.parse(text));
+  return v.parse(PodSchema, JSON.parse(text));
 }
 
 Deno.test("metadata: name, namespace and labels kept; one annotation; parent as owner", async () => {

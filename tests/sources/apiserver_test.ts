@@ -1,5 +1,6 @@
 /** The API server client against the simulated API server, over real mTLS. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import * as v from "valibot";
 import type { Pod } from "../../lib/core/pod.ts";
 import {
   type ApiServerClient,
@@ -328,7 +329,7 @@ Deno.test("a PodList with an item that is not a pod is refused, naming the item'
 
 Deno.test("PodListSchema keeps the parsed items themselves, every field included", () => {
   const item = { ...pod("kube-system/a"), spec: { nodeName: NODE_NAME, extra: [1, { x: 2 }] } };
-  const pods = PodListSchema.parse({ kind: "PodList", apiVersion: "v1", items: [item] });
+  const pods = v.parse(PodListSchema, { kind: "PodList", apiVersion: "v1", items: [item] });
   assertEquals(pods.length, 1);
   assert(pods[0] === item, "a copy of the item");
 });

@@ -7,7 +7,8 @@
  * an answer means the request went through the proxy.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { z } from "zod";
+import * as v from "valibot";
+import { object } from "../../lib/core/schema.ts";
 import { createApiServerClient } from "../../lib/sources/apiserver.ts";
 import { ChangeFanout } from "../../lib/sources/changes.ts";
 import { getJson, type HttpTarget } from "../../lib/sources/http.ts";
@@ -246,7 +247,7 @@ Deno.test("a proxy value that cannot be used is a configuration error naming the
   });
 });
 
-const Pods = z.object({ kind: z.literal("PodList") });
+const Pods = object({ kind: v.literal("PodList") });
 
 Deno.test("http targets: absolute-form through an http(s) proxy, a tunnel through SOCKS5", async () => {
   const cluster = await simCluster();

@@ -1,7 +1,7 @@
 /** The shared GET helper: JSON validation, failure classification, deadlines, caps and TLS. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import net from "node:net";
-import { z } from "zod";
+import { number, object } from "../../lib/core/schema.ts";
 import {
   ConnectionPool,
   getJson,
@@ -18,7 +18,7 @@ import {
 import { createSimCa } from "../../lib/sim/pki.ts";
 import { NODE_NAME, sec1Key, simCluster, using } from "../sim/harness.ts";
 
-const Answer = z.object({ answer: z.number() });
+const Answer = object({ answer: number() });
 
 /** A plain-HTTP peer answering `/status/<code>` with that code and `/<anything>` from `body`. */
 function plainPeer(body: (path: string) => PeerResponse, host?: "::1") {
@@ -217,7 +217,7 @@ Deno.test("getJson reports a closed port as unreachable, and asks it again once 
 
 Deno.test("GETs refused by a gone peer keep nothing alive (Deno's node:https would keep each)", async () => {
   const script = `
-    import { z } from "zod";
+    import * as v from "valibot";
     import { ConnectionPool, getJson } from ${
     JSON.stringify(new URL("../../lib/sources/http.ts", import.meta.url).href)
   };
@@ -234,7 +234,7 @@ Deno.test("GETs refused by a gone peer keep nothing alive (Deno's node:https wou
     };
     const refused = async (n) => {
       for (let i = 0; i < n; i++) {
-        const r = await getJson(target, { path: "/api/v1/pods", schema: z.unknown() });
+        const r = await getJson(target, { path: "/api/v1/pods", schema: v.unknown() });
         if (r.ok || r.failure.kind !== "unreachable") throw new Error(JSON.stringify(r));
       }
       gc();
