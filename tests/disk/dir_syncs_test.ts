@@ -8,19 +8,12 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { dirname } from "node:path";
 import { TEMP_MARKER } from "../../lib/disk/atomic_write.ts";
+import { straceRuns, traceChild } from "../helpers/strace.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const CHILD = new URL("./dir_syncs_child.ts", import.meta.url).pathname;
 const COUNT = 3;
 const BURST = 10;
-
-function straceRuns(): boolean {
-  try {
-    return new Deno.Command("strace", { args: ["-o", "/dev/null", "true"] }).outputSync().success;
-  } catch {
-    return false;
-  }
-}
 
 type Event =
   | { kind: "said"; text: string }
@@ -75,18 +68,12 @@ Deno.test({
   fn: async () => {
     await withTempDir(async (dir) => {
       const log = `${dir}/strace.log`;
-      const run = await new Deno.Command("strace", {
-        args: [
-          ...["-f", "-y", "-qq", "-s", "300", "-o", log],
-          "-e",
-          "trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat,write",
-          Deno.execPath(),
-          ...["run", "--allow-all", CHILD, `${dir}/node`, String(COUNT), String(BURST)],
-        ],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      assert(run.success, new TextDecoder().decode(run.stderr));
+      await traceChild(
+        log,
+        "fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat,write",
+        CHILD,
+        [`${dir}/node`, String(COUNT), String(BURST)],
+      );
       const all = events(await Deno.readTextFile(log));
       const marks = all.flatMap((e, i) => e.kind === "said" ? [{ text: e.text, at: i }] : []);
       const begins = marks.filter((m) => m.text.startsWith("begin "));
