@@ -18,9 +18,8 @@ import {
   removeDurably,
   TEMP_MARKER,
   withDirSyncs,
-  type WriteOutcome,
 } from "./atomic_write.ts";
-import { mapConcurrent } from "../util/map_concurrent.ts";
+import { forEachSettled } from "../util/map_concurrent.ts";
 import { ensureDir, ensureOwnedDir, removeTree } from "./dirs.ts";
 import type { ContentKey, VerifiedFiles } from "./verified_files.ts";
 
@@ -205,8 +204,7 @@ async function writeVolume(
   const dirs = neededDirs(files.keys());
   summary.removed += await prune(dir, "", files, dirs, syncs);
   for (const sub of [...dirs].sort()) await ensureOwnedDir(join(dir, sub), DIR_MODE, owner, syncs);
-  let failure: { error: unknown } | undefined;
-  await mapConcurrent([...files.keys()].sort(), FILES_IN_FLIGHT, async (path) => {
+  await forEachSettled([...files.keys()].sort(), FILES_IN_FLIGHT, async (path) => {
     const content = files.get(path) as Uint8Array, file = join(dir, path);
     const key = verified && storedKey(content, owner);
     if (key && verified!.unchanged(file, key)) {
@@ -214,17 +212,11 @@ async function writeVolume(
       summary.trusted++;
       return;
     }
-    let outcome: WriteOutcome;
-    try {
-      outcome = await atomicWrite(file, content, {
-        mode: STORED_FILE_MODE,
-        uid: owner.uid,
-        gid: owner.gid,
-      }, syncs);
-    } catch (error) {
-      failure ??= { error };
-      return;
-    }
+    const outcome = await atomicWrite(file, content, {
+      mode: STORED_FILE_MODE,
+      uid: owner.uid,
+      gid: owner.gid,
+    }, syncs);
     if (key) writes.checked.push([file, key]);
     if (outcome === "written") {
       summary.written++;
@@ -233,7 +225,6 @@ async function writeVolume(
       summary.unchanged++;
     }
   });
-  if (failure) throw failure.error;
 }
 
 /**
