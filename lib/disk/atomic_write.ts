@@ -104,8 +104,7 @@ async function withPath<T>(op: string, path: string, promise: Promise<T>): Promi
   }
 }
 
-/** fsync a directory, so that a rename or unlink in it survives a power cut. */
-export async function syncDir(dir: string): Promise<void> {
+async function fsyncDir(dir: string): Promise<void> {
   const handle = await Deno.open(dir, { read: true });
   try {
     await withPath("fsync", dir, handle.sync());
@@ -114,11 +113,105 @@ export async function syncDir(dir: string): Promise<void> {
   }
 }
 
-/** Writes `data` to `path` atomically and durably; skips the write when nothing would change. */
+/** Per directory: its fsync under way, and the one queued behind it that later calls share. */
+const dirFsyncs = new Map<string, { running: Promise<void>; queued?: Promise<void> }>();
+
+function startDirFsync(dir: string): Promise<void> {
+  const entry = { running: fsyncDir(dir) };
+  dirFsyncs.set(dir, entry);
+  const done = () => {
+    if (dirFsyncs.get(dir) === entry) dirFsyncs.delete(dir);
+  };
+  entry.running.then(done, done);
+  return entry.running;
+}
+
+const ignore = () => {};
+
+/**
+ * fsync a directory, so that a rename or unlink in it survives a power cut. A call made while
+ * an fsync of the same directory runs waits for one started after that one ends, shared by every
+ * call made meanwhile: it started after each of them was made, so it covers what each changed
+ * before calling, and checkpoints or records written at once into one directory (the inactive
+ * dir, the status store) wait on a few fsyncs of it rather than one each.
+ */
+export function syncDir(dir: string): Promise<void> {
+  const underWay = dirFsyncs.get(dir);
+  if (underWay === undefined) return startDirFsync(dir);
+  return underWay.queued ??= underWay.running.then(ignore, ignore).then(() => startDirFsync(dir));
+}
+
+/**
+ * Who makes the directory entry of a rename, link, unlink or mkdir durable: the call itself
+ * (true), its caller (false), or a DirSyncs its caller flushes.
+ */
+export type DirSync = boolean | DirSyncs;
+
+/**
+ * Directories owed an fsync for entries already changed in them (renames, links, unlinks,
+ * mkdirs), fsynced once each, all at once, by `flush`: the files of one piece of work (a
+ * checkpoint's versions, a version's stored files) share their directories' fsyncs, and nothing
+ * of that work may be told done before its flush.
+ */
+export class DirSyncs {
+  readonly #dirs = new Set<string>();
+
+  /** The directory holding `path` is owed an fsync. */
+  owe(path: string) {
+    this.#dirs.add(dirname(path));
+  }
+
+  /**
+   * The directory `dir` was removed (empty): its own fsync is no longer owed (there is nothing
+   * left to fsync), its parent's is, which makes the removal durable with all it held.
+   */
+  removed(dir: string) {
+    this.#dirs.delete(dir);
+    this.owe(dir);
+  }
+
+  async flush(): Promise<void> {
+    const dirs = [...this.#dirs];
+    this.#dirs.clear();
+    const failed = (await Promise.allSettled(dirs.map(syncDir)))
+      .find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed) throw failed.reason;
+  }
+}
+
+/** Makes the entry of `path` in its directory durable, or leaves that to `sync`. */
+export async function syncEntry(path: string, sync: DirSync): Promise<void> {
+  if (sync === true) await syncDir(dirname(path));
+  else if (sync instanceof DirSyncs) sync.owe(path);
+}
+
+/**
+ * Runs `work` with a DirSyncs, then flushes it: also when `work` fails (its error wins), since a
+ * file renamed into place before the failure would otherwise never be made durable: a later
+ * write finding it as wanted leaves it be.
+ */
+export async function withDirSyncs<T>(work: (syncs: DirSyncs) => Promise<T>): Promise<T> {
+  const syncs = new DirSyncs();
+  let result: T;
+  try {
+    result = await work(syncs);
+  } catch (e) {
+    await syncs.flush().catch(ignore);
+    throw e;
+  }
+  await syncs.flush();
+  return result;
+}
+
+/**
+ * Writes `data` to `path` atomically and durably; skips the write when nothing would change.
+ * `sync`: who fsyncs the directory after the rename (DirSync); the file itself is fsynced here.
+ */
 export async function atomicWrite(
   path: string,
   data: Uint8Array | string,
   opts: WriteOptions,
+  sync: DirSync = true,
 ): Promise<WriteOutcome> {
   const bytes = bytesOf(data);
   if (await isCurrent(path, bytes, opts)) return "unchanged";
@@ -139,27 +232,27 @@ export async function atomicWrite(
     } finally {
       file.close();
     }
-  });
+  }, sync);
   return "written";
 }
 
 /**
- * Finishes `temp` with `prepare`, renames it over `path` and fsyncs the directory (unless
- * `syncDirectory` is false: the caller fsyncs it once for many); when anything fails before the
- * rename, `temp` is removed, so no failure (a full disk) leaves one behind.
+ * Finishes `temp` with `prepare`, renames it over `path` and fsyncs the directory as `sync`
+ * says; when anything fails before the rename, `temp` is removed, so no failure (a full disk)
+ * leaves one behind.
  */
 async function renameOver(
   temp: string,
   path: string,
   prepare: () => Promise<void>,
-  syncDirectory = true,
+  sync: DirSync,
 ) {
   let renamed = false;
   try {
     await prepare();
     await Deno.rename(temp, path);
     renamed = true;
-    if (syncDirectory) await syncDir(dirname(path));
+    await syncEntry(path, sync);
   } finally {
     if (!renamed) await Deno.remove(temp).catch(() => {});
   }
@@ -218,12 +311,12 @@ export async function atomicLink(
 }
 
 /**
- * Deletes a file durably; "absent" when there was nothing to delete. `syncDirectory: false`: the
- * deletion is durable only once the caller has fsynced the directory.
+ * Deletes a file durably; "absent" when there was nothing to delete. `sync: false`: the deletion
+ * is durable only once the caller has fsynced the directory (DirSync).
  */
 export async function removeDurably(
   path: string,
-  syncDirectory = true,
+  sync: DirSync = true,
 ): Promise<"removed" | "absent"> {
   try {
     await Deno.remove(path);
@@ -231,7 +324,7 @@ export async function removeDurably(
     if (e instanceof Deno.errors.NotFound) return "absent";
     throw e;
   }
-  if (syncDirectory) await syncDir(dirname(path));
+  await syncEntry(path, sync);
   return "removed";
 }
 

@@ -4,7 +4,7 @@
  */
 import { dirname, resolve } from "node:path";
 import type { FileOwner } from "../core/checkpoint_layout.ts";
-import { syncDir } from "./atomic_write.ts";
+import { type DirSync, syncDir, syncEntry } from "./atomic_write.ts";
 
 /** Whether anything (a symlink counts as itself) is at `path`. */
 export async function pathExists(path: string): Promise<boolean> {
@@ -29,16 +29,16 @@ async function existsAsDir(path: string): Promise<boolean> {
 }
 
 /**
- * A new directory with exactly `mode`, made durable; when that fails midway (a full or failing
- * disk) it is removed again, so that the next pass makes it whole rather than find one with the
- * umask's mode, which ensureDir would keep.
+ * A new directory with exactly `mode`, made durable (its parent fsynced as `sync` says); when
+ * that fails midway (a full or failing disk) it is removed again, so that the next pass makes it
+ * whole rather than find one with the umask's mode, which ensureDir would keep.
  */
-async function makeDir(path: string, mode: number): Promise<void> {
+async function makeDir(path: string, mode: number, sync: DirSync): Promise<void> {
   await Deno.mkdir(path, { mode });
   try {
     // mkdir's mode is filtered by the umask; the final mode is exact.
     await Deno.chmod(path, mode);
-    await syncDir(dirname(path));
+    await syncEntry(path, sync);
   } catch (e) {
     await Deno.remove(path).catch(() => {});
     throw e;
@@ -48,8 +48,9 @@ async function makeDir(path: string, mode: number): Promise<void> {
 /**
  * Creates `path` and its missing parents with `mode`. Existing directories are left as they are,
  * whoever made them (a configured directory may be a symlink, or the kubelet's own 0755 one).
+ * `sync`: who fsyncs the parent of each directory made (DirSync).
  */
-export async function ensureDir(path: string, mode: number): Promise<void> {
+export async function ensureDir(path: string, mode: number, sync: DirSync = true): Promise<void> {
   const missing: string[] = [];
   for (let dir = resolve(path); !await existsAsDir(dir); dir = dirname(dir)) {
     missing.push(dir);
@@ -57,7 +58,7 @@ export async function ensureDir(path: string, mode: number): Promise<void> {
   }
   for (const dir of missing.reverse()) {
     try {
-      await makeDir(dir, mode);
+      await makeDir(dir, mode, sync);
     } catch (e) {
       if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
     }
@@ -67,9 +68,14 @@ export async function ensureDir(path: string, mode: number): Promise<void> {
 /**
  * A real directory (never a symlink) with exactly `mode` and `owner`, inside a tree only the
  * agent writes: whatever else is at `path` is replaced, so that nothing written below it can
- * land outside the tree.
+ * land outside the tree. `sync` as ensureDir's.
  */
-export async function ensureOwnedDir(path: string, mode: number, owner: FileOwner): Promise<void> {
+export async function ensureOwnedDir(
+  path: string,
+  mode: number,
+  owner: FileOwner,
+  sync: DirSync = true,
+): Promise<void> {
   let info: Deno.FileInfo | undefined;
   try {
     info = await Deno.lstat(path);
@@ -80,7 +86,7 @@ export async function ensureOwnedDir(path: string, mode: number, owner: FileOwne
     await Deno.remove(path);
     info = undefined;
   }
-  if (!info) await makeDir(path, mode);
+  if (!info) await makeDir(path, mode, sync);
   else if (info.mode === null || (info.mode & 0o7777) !== mode) await Deno.chmod(path, mode);
   // Checked on every pass, so an owner lost in a crash right after mkdir is set again.
   if (!info || info.uid !== owner.uid || info.gid !== owner.gid) {

@@ -12,7 +12,14 @@ import {
   versionOfDirName,
 } from "../core/checkpoint_layout.ts";
 import type { FileSource, VolumeFiles } from "../core/sanitize.ts";
-import { atomicWrite, removeDurably, syncDir, TEMP_MARKER } from "./atomic_write.ts";
+import {
+  atomicWrite,
+  type DirSyncs,
+  removeDurably,
+  TEMP_MARKER,
+  withDirSyncs,
+} from "./atomic_write.ts";
+import { forEachSettled } from "../util/map_concurrent.ts";
 import { ensureDir, ensureOwnedDir, removeTree } from "./dirs.ts";
 import type { ContentKey, VerifiedFiles } from "./verified_files.ts";
 
@@ -138,6 +145,7 @@ async function prune(
   prefix: string,
   files: Map<string, Uint8Array>,
   dirs: Set<string>,
+  syncs: DirSyncs,
 ): Promise<number> {
   let removed = 0;
   const entries: Deno.DirEntry[] = [];
@@ -145,13 +153,13 @@ async function prune(
   for (const entry of entries) {
     const rel = `${prefix}${entry.name}`, path = join(dir, entry.name);
     if (entry.isDirectory) {
-      removed += await prune(path, `${rel}/`, files, dirs);
+      removed += await prune(path, `${rel}/`, files, dirs, syncs);
       if (!dirs.has(rel)) {
         await Deno.remove(path);
-        await syncDir(dir);
+        syncs.removed(path);
       }
     } else if (!(entry.isFile && files.has(rel))) {
-      if (await removeDurably(path) === "removed") removed++;
+      if (await removeDurably(path, syncs) === "removed") removed++;
     }
   }
   return removed;
@@ -163,43 +171,76 @@ function storedKey(content: Uint8Array, owner: FileOwner): ContentKey {
 }
 
 /**
+ * Files of one volume written at once: each write waits on its own fsync, and a volume's files
+ * need no order among them.
+ */
+const FILES_IN_FLIGHT = 8;
+
+/** What several volumes' writes share: their directories' fsyncs, and the files then verified. */
+interface VolumeWrites {
+  summary: VolumeWriteSummary;
+  syncs: DirSyncs;
+  /** Files written or found whole, to be marked verified once their directories are synced. */
+  checked: [string, ContentKey][];
+}
+
+/**
  * `verified`: files found or written whole before, skipped while their stat says no one has
- * touched them since; any other file is read and compared, and rewritten when it differs.
+ * touched them since; any other file is read and compared, and rewritten when it differs. The
+ * directory entries made are durable once `writes.syncs` is flushed; a file that cannot be
+ * written fails the volume once the others are done.
  */
 async function writeVolume(
   dir: string,
   files: Map<string, Uint8Array>,
   owner: FileOwner,
-  summary: VolumeWriteSummary,
+  writes: VolumeWrites,
   verified?: VerifiedFiles,
 ): Promise<void> {
+  const { summary, syncs } = writes;
   // Above the volume: the agent's own root-only tree; the volume and below: the pod's user's.
-  await ensureDir(dirname(dir), DIR_MODE);
-  await ensureOwnedDir(dir, DIR_MODE, owner);
+  await ensureDir(dirname(dir), DIR_MODE, syncs);
+  await ensureOwnedDir(dir, DIR_MODE, owner, syncs);
   const dirs = neededDirs(files.keys());
-  summary.removed += await prune(dir, "", files, dirs);
-  for (const sub of [...dirs].sort()) await ensureOwnedDir(join(dir, sub), DIR_MODE, owner);
-  for (const path of [...files.keys()].sort()) {
+  summary.removed += await prune(dir, "", files, dirs, syncs);
+  for (const sub of [...dirs].sort()) await ensureOwnedDir(join(dir, sub), DIR_MODE, owner, syncs);
+  await forEachSettled([...files.keys()].sort(), FILES_IN_FLIGHT, async (path) => {
     const content = files.get(path) as Uint8Array, file = join(dir, path);
     const key = verified && storedKey(content, owner);
     if (key && verified!.unchanged(file, key)) {
       summary.unchanged++;
       summary.trusted++;
-      continue;
+      return;
     }
     const outcome = await atomicWrite(file, content, {
       mode: STORED_FILE_MODE,
       uid: owner.uid,
       gid: owner.gid,
-    });
-    if (key) verified!.checked(file, key);
+    }, syncs);
+    if (key) writes.checked.push([file, key]);
     if (outcome === "written") {
       summary.written++;
       summary.bytesWritten += content.length;
     } else {
       summary.unchanged++;
     }
-  }
+  });
+}
+
+/**
+ * Runs `work` on the volumes' shared writes, then fsyncs every directory they changed, once
+ * each (withDirSyncs); only then are the files marked verified.
+ */
+async function volumeWrites(
+  owner: FileOwner,
+  verified: VerifiedFiles | undefined,
+  work: (writes: VolumeWrites) => Promise<void>,
+): Promise<VolumeWriteSummary> {
+  const summary = checkedSummary(owner);
+  const checked: [string, ContentKey][] = [];
+  await withDirSyncs((syncs) => work({ summary, syncs, checked }));
+  for (const [file, key] of checked) verified?.checked(file, key);
+  return summary;
 }
 
 function checkedSummary(owner: FileOwner): VolumeWriteSummary {
@@ -211,8 +252,9 @@ function checkedSummary(owner: FileOwner): VolumeWriteSummary {
 
 /**
  * Brings every volume directory to what the fetched objects say: files and directories with the
- * modes of checkpoint_layout.ts, owned by `owner`, only changed files written, files no longer wanted removed. An I/O
- * failure is thrown; the volumes before it are done, the others untouched. `verified`: see
+ * modes of checkpoint_layout.ts, owned by `owner`, only changed files written, files no longer
+ * wanted removed; durable when it returns. An I/O failure is thrown; the volumes before it are
+ * done, each file whole or as it was, the volumes after it untouched. `verified`: see
  * writeVolume; it is left remembering only the files these volumes must hold.
  */
 export async function writeVolumeFiles(
@@ -221,18 +263,21 @@ export async function writeVolumeFiles(
   owner: FileOwner,
   verified?: VerifiedFiles,
 ): Promise<VolumeWriteSummary> {
-  const summary = checkedSummary(owner);
   const wanted = new Set<string>();
-  for (const volume of volumes) {
-    const desired = desiredFiles(volume, objects);
-    if ("skip" in desired) {
-      summary.skipped.push({ volume: volume.volume, reason: desired.skip });
-      continue;
+  const summary = await volumeWrites(owner, verified, async (writes) => {
+    for (const volume of volumes) {
+      const desired = desiredFiles(volume, objects);
+      if ("skip" in desired) {
+        writes.summary.skipped.push({ volume: volume.volume, reason: desired.skip });
+        continue;
+      }
+      for (const reason of desired.refused) {
+        writes.summary.skipped.push({ volume: volume.volume, reason });
+      }
+      await writeVolume(volume.dir, desired.files, owner, writes, verified);
+      for (const path of desired.files.keys()) wanted.add(join(volume.dir, path));
     }
-    for (const reason of desired.refused) summary.skipped.push({ volume: volume.volume, reason });
-    await writeVolume(volume.dir, desired.files, owner, summary, verified);
-    for (const path of desired.files.keys()) wanted.add(join(volume.dir, path));
-  }
+  });
   verified?.retain(wanted);
   return summary;
 }
@@ -266,25 +311,28 @@ async function readVolumeDir(dir: string): Promise<Map<string, Uint8Array> | und
  * inherited version (docs/design.md#lineage), copies of its predecessor's, which it never
  * mounts. A volume the other version has no directory for is skipped.
  */
-export async function copyVolumeFiles(
+export function copyVolumeFiles(
   volumes: VolumeFiles[],
   from: (dir: string) => string,
   owner: FileOwner,
 ): Promise<VolumeWriteSummary> {
-  const summary = checkedSummary(owner);
-  for (const volume of volumes) {
-    const source = from(volume.dir);
-    const files = unsafeDir(volume.dir) ? undefined : await readVolumeDir(source);
-    if (!files) {
-      summary.skipped.push({ volume: volume.volume, reason: `nothing to copy at ${source}` });
-      continue;
+  return volumeWrites(owner, undefined, async (writes) => {
+    for (const volume of volumes) {
+      const source = from(volume.dir);
+      const files = unsafeDir(volume.dir) ? undefined : await readVolumeDir(source);
+      if (!files) {
+        writes.summary.skipped.push({
+          volume: volume.volume,
+          reason: `nothing to copy at ${source}`,
+        });
+        continue;
+      }
+      for (const source of volume.sources) {
+        if (source.kind === "literal") files.set(...literalFile(source));
+      }
+      await writeVolume(volume.dir, files, owner, writes);
     }
-    for (const source of volume.sources) {
-      if (source.kind === "literal") files.set(...literalFile(source));
-    }
-    await writeVolume(volume.dir, files, owner, summary);
-  }
-  return summary;
+  });
 }
 
 /**

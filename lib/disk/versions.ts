@@ -33,7 +33,14 @@ import {
 import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import { check, int, object, type Schema } from "../core/schema.ts";
-import { atomicWrite, removeDurably, sweepTempFiles, type WriteOutcome } from "./atomic_write.ts";
+import {
+  atomicWrite,
+  removeDurably,
+  sweepTempFiles,
+  withDirSyncs,
+  type WriteOutcome,
+} from "./atomic_write.ts";
+import { forEachSettled } from "../util/map_concurrent.ts";
 import { ensureDir, removeTree } from "./dirs.ts";
 
 const Version = v.pipe(int(), v.minValue(FIRST_VERSION));
@@ -153,6 +160,42 @@ async function writeIntoVersionsDir(
   return await atomicWrite(join(dir, name), text, { mode: MANIFEST_MODE });
 }
 
+function originText(origin: StoredOrigin): string {
+  return `${JSON.stringify(origin, null, 2)}\n`;
+}
+
+function pinText(pin: StoredPin): string {
+  return `${JSON.stringify(pin)}\n`;
+}
+
+/**
+ * Stores a version: what it was made from, its manifest and, when given, the pin. They are
+ * written at once and their directory fsynced once: all are durable when this returns, before
+ * anything names the version kept. A power cut before then may leave the manifest without its
+ * origin (writeOrigin's order is kept in the page cache, not on disk): only a kept version's
+ * origin is read, and one kept without it is given one from the parent that runs it, as a
+ * version made before origins were kept.
+ */
+export async function writeVersion(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+  version: number,
+  files: { origin: StoredOrigin; manifest: string; pin?: StoredPin },
+): Promise<void> {
+  const writes: [string, string][] = [
+    [originFileName(version), originText(files.origin)],
+    [versionFileName(version), files.manifest],
+  ];
+  if (files.pin) writes.push([PIN_FILE, pinText(files.pin)]);
+  const dir = versionsDir(trees, id);
+  await withDirSyncs(async (syncs) => {
+    await ensureDir(dir, DIR_MODE, syncs);
+    await forEachSettled(writes, writes.length, async ([name, text]) => {
+      await atomicWrite(join(dir, name), text, { mode: MANIFEST_MODE }, syncs);
+    });
+  });
+}
+
 /** Stores version `version`'s manifest: it must be whole before anything names it kept. */
 export function writeVersionManifest(
   trees: Pick<CheckpointTrees, "inactiveDir">,
@@ -183,12 +226,7 @@ export function writeOrigin(
   version: number,
   origin: StoredOrigin,
 ): Promise<WriteOutcome> {
-  return writeIntoVersionsDir(
-    trees,
-    id,
-    originFileName(version),
-    `${JSON.stringify(origin, null, 2)}\n`,
-  );
+  return writeIntoVersionsDir(trees, id, originFileName(version), originText(origin));
 }
 
 export function writeCandidate(
@@ -211,7 +249,7 @@ export function writePin(
   id: string,
   pin: StoredPin,
 ): Promise<WriteOutcome> {
-  return writeIntoVersionsDir(trees, id, PIN_FILE, `${JSON.stringify(pin)}\n`);
+  return writeIntoVersionsDir(trees, id, PIN_FILE, pinText(pin));
 }
 
 export async function removePin(

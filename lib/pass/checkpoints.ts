@@ -41,8 +41,7 @@ import {
   type StoredVersions,
   writeCandidate,
   writeOrigin,
-  writePin,
-  writeVersionManifest,
+  writeVersion,
 } from "../disk/versions.ts";
 import {
   copyVolumeFiles,
@@ -433,8 +432,10 @@ export class CheckpointWriter {
         // Nothing better to keep: the first version is taken as the parent has it, and its
         // files follow (they may be fetched on a later pass).
         const text = renderManifest(asKept.pod);
-        await writeOrigin(this.#paths, id, keptVersion, originNow(parent, work.now));
-        await writeVersionManifest(this.#paths, id, keptVersion, text);
+        await writeVersion(this.#paths, id, keptVersion, {
+          origin: originNow(parent, work.now),
+          manifest: text,
+        });
         if (await writeInactiveManifest(this.#paths, asKept.pod, work.file) === "written") {
           this.#opts.writes.applied(work.out, { op: "checkpoint", id });
         }
@@ -552,8 +553,10 @@ export class CheckpointWriter {
       return false;
     }
     this.#refreshedAt.set(id, now);
-    await writeOrigin(this.#paths, id, version, originNow(work.parent, now));
-    await writeVersionManifest(this.#paths, id, version, candidate.manifest);
+    await writeVersion(this.#paths, id, version, {
+      origin: originNow(work.parent, now),
+      manifest: candidate.manifest,
+    });
     await writeInactiveManifest(this.#paths, sanitized.pod, work.file);
     this.#candidates.delete(id);
     await removeCandidate(this.#paths, id);
@@ -578,10 +581,10 @@ export class CheckpointWriter {
   /**
    * A parent with no version in place that has a predecessor (lib/core/lineage.ts) inherits the
    * predecessor's version in place as its first, re-made for its own identity, in the order of
-   * a promotion (docs/design.md#lineage): the files, copied into its own directories; the pin,
-   * if the predecessor is pinned; what the version was made from; its manifest; the inactive
-   * manifest, the switch. A crash before the switch leaves no version in place, and the next
-   * pass inherits again, as the same version. True when it inherited.
+   * a promotion (docs/design.md#lineage): the files, copied into its own directories; then at
+   * once the pin, if the predecessor is pinned, what the version was made from and its manifest;
+   * the inactive manifest, the switch. A crash before the switch leaves no version in place, and
+   * the next pass inherits again, as the same version. True when it inherited.
    */
   async #inherit(work: Work, stored: StoredVersions): Promise<boolean> {
     const { config, log, writes } = this.#opts;
@@ -627,9 +630,11 @@ export class CheckpointWriter {
       });
     }
     const { pinned } = await readStoredVersions(this.#paths, predecessor.id);
-    if (pinned) await writePin(this.#paths, id, pinned);
-    await writeOrigin(this.#paths, id, version, originNow(heir, now, from));
-    await writeVersionManifest(this.#paths, id, version, renderManifest(sanitized.pod));
+    await writeVersion(this.#paths, id, version, {
+      origin: originNow(heir, now, from),
+      manifest: renderManifest(sanitized.pod),
+      ...(pinned ? { pin: pinned } : {}),
+    });
     await writeInactiveManifest(this.#paths, sanitized.pod, work.file);
     this.#refreshedAt.set(id, now);
     writes.applied(work.out, {

@@ -19,3 +19,24 @@ export async function mapConcurrent<T, R>(
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return results;
 }
+
+/**
+ * Runs `fn` on every item as mapConcurrent does, but lets every call end before a failure is
+ * thrown (the first): for writes whose directories the caller fsyncs afterwards, whatever
+ * failed, so that no file renamed into place is left without that fsync.
+ */
+export async function forEachSettled<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  let failure: { error: unknown } | undefined;
+  await mapConcurrent(items, limit, async (item) => {
+    try {
+      await fn(item);
+    } catch (error) {
+      failure ??= { error };
+    }
+  });
+  if (failure) throw failure.error;
+}

@@ -5,18 +5,11 @@
  * stop. Seen in the system calls of a real run (strace), not assumed.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { straceRuns, traceChild } from "../helpers/strace.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const CHILD = new URL("./converge_durable_child.ts", import.meta.url).pathname;
 const COUNT = 20;
-
-function straceRuns(): boolean {
-  try {
-    return new Deno.Command("strace", { args: ["-o", "/dev/null", "true"] }).outputSync().success;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * The child's calls on the static-pod dir from the line it writes as `mark` until `until`, in
@@ -26,19 +19,12 @@ function straceRuns(): boolean {
 async function traced(fn: (events: (mark: string, until?: string) => string[]) => void) {
   await withTempDir(async (dir) => {
     const log = `${dir}/strace.log`;
-    const run = await new Deno.Command("strace", {
-      args: [
-        ...["-f", "-y", "-qq", "-s", "200", "-o", log],
-        "-e",
-        "trace=fsync,fdatasync,link,linkat,unlink,unlinkat,rename,renameat,renameat2,write",
-        Deno.execPath(),
-        ...["run", "--allow-all", CHILD, `${dir}/node`, String(COUNT)],
-      ],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const out = new TextDecoder().decode(run.stdout);
-    assert(run.success, new TextDecoder().decode(run.stderr));
+    const out = await traceChild(
+      log,
+      "fsync,fdatasync,link,linkat,unlink,unlinkat,rename,renameat,renameat2,write",
+      CHILD,
+      [`${dir}/node`, String(COUNT)],
+    );
     assert(out.includes("done []") && out.includes("withdrawn []"), out);
 
     const manifests = `${dir}/node/manifests`;
