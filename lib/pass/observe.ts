@@ -184,6 +184,7 @@ export class Observer {
     staticPods: readonly Pod[],
   ): Promise<{ api: SourceResult<Pod[]>; watched: boolean }> {
     const { config, sources } = this;
+    // Asked again, not taken from observe's first look: the watch may have broken meanwhile.
     const watched = sources.apiServer.watchedNodePods?.(config.nodeName);
     if (watched !== undefined && atRest(tracked, running, staticPods)) {
       // The watch replaces a pod it holds when the pod changes, never changes it: frozen, an
