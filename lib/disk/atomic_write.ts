@@ -278,6 +278,17 @@ function cannotLink(e: unknown): boolean {
  * is copied by atomicWrite with `opts`, which needs the space. `syncDirectory: false`: a link is
  * durable only once the caller has fsynced the target's directory (a copy is durable at once).
  */
+/** Whether `path` is `source` under another name; false if either is gone meanwhile. */
+function isLinkOf(path: string, source: string): boolean {
+  try {
+    const a = Deno.lstatSync(path), b = Deno.statSync(source);
+    return a.ino === b.ino && a.dev === b.dev;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
+}
+
 export async function atomicLink(
   source: string,
   target: string,
@@ -294,7 +305,8 @@ export async function atomicLink(
   } catch (e) {
     if (cannotLink(e)) return await copy();
     if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
-    temp = tempPathFor(target);
+    // Already this file: rename(2) of a temp link over it would do nothing and leave the temp.
+    if (!isLinkOf(target, source)) temp = tempPathFor(target);
   }
   if (temp === undefined) {
     if (syncDirectory) await syncDir(dirname(target));

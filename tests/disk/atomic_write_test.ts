@@ -251,6 +251,17 @@ Deno.test("atomicLink: a new name is linked straight to it, no temp name made", 
   });
 });
 
+Deno.test("atomicLink: a name that is already a link to the file is left as it is, no temp link", async () => {
+  await withDir(async (dir) => {
+    const source = join(dir, "source"), target = join(dir, "target");
+    await atomicWrite(source, "checkpoint", { mode: 0o600 });
+    assertEquals(await atomicLink(source, target, { mode: 0o600 }), "linked");
+    assertEquals(await atomicLink(source, target, { mode: 0o600 }), "linked");
+    assertEquals(await names(dir), ["source", "target"]);
+    assertEquals((await Deno.stat(source)).nlink, 2);
+  });
+});
+
 Deno.test("atomicLink: a failed rename leaves the target as it was and no temp link", async () => {
   await withDir(async (dir) => {
     const source = join(dir, "source"), target = join(dir, "target");
