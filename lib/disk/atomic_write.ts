@@ -265,19 +265,6 @@ function cannotLink(e: unknown): boolean {
   return NO_LINK_CODES.has((e as { code?: string }).code ?? "");
 }
 
-/**
- * Makes `target` name the file `source` names, atomically and durably. A target that does not
- * exist is linked straight to its name: link(2) makes the name with the whole file behind it in
- * one step, so no temp name is needed. That first link is made in place (synchronously): a
- * failover links a thousand manifests at once, and each asynchronous call waits for a round
- * trip through Deno's blocking pool while the event loop is at its busiest. A target that
- * exists is replaced: a temp hard link beside it (named as atomicWrite's temp files, so the
- * sweep removes a leftover and the kubelet ignores it), renamed over it. Then the directory is
- * fsynced. A link takes no data blocks, so this works on a completely full file system. Where
- * no link can be made (`source` on another file system, or one without hard links) the content
- * is copied by atomicWrite with `opts`, which needs the space. `syncDirectory: false`: a link is
- * durable only once the caller has fsynced the target's directory (a copy is durable at once).
- */
 /** Whether `path` is `source` under another name; false if either is gone meanwhile. */
 function isLinkOf(path: string, source: string): boolean {
   try {
@@ -289,6 +276,21 @@ function isLinkOf(path: string, source: string): boolean {
   }
 }
 
+/**
+ * Makes `target` name the file `source` names, atomically and durably. A target that does not
+ * exist is linked straight to its name: link(2) makes the name with the whole file behind it in
+ * one step, so no temp name is needed. That first link is made in place (synchronously): a
+ * failover links a thousand manifests at once, and each asynchronous call waits for a round
+ * trip through Deno's blocking pool while the event loop is at its busiest. A target that
+ * exists is replaced: a temp hard link beside it (named as atomicWrite's temp files, so the
+ * sweep removes a leftover and the kubelet ignores it), renamed over it; one that is already a
+ * link to `source` is left as it is (rename(2) over the same file would do nothing and leave the
+ * temp link behind). Then the directory is fsynced. A link takes no data blocks, so this works on
+ * a completely full file system. Where no link can be made (`source` on another file system, or
+ * one without hard links) the content is copied by atomicWrite with `opts`, which needs the
+ * space. `syncDirectory: false`: a link is durable only once the caller has fsynced the target's
+ * directory (a copy is durable at once).
+ */
 export async function atomicLink(
   source: string,
   target: string,
@@ -305,11 +307,10 @@ export async function atomicLink(
   } catch (e) {
     if (cannotLink(e)) return await copy();
     if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
-    // Already this file: rename(2) of a temp link over it would do nothing and leave the temp.
     if (!isLinkOf(target, source)) temp = tempPathFor(target);
   }
   if (temp === undefined) {
-    if (syncDirectory) await syncDir(dirname(target));
+    await syncEntry(target, syncDirectory);
     return "linked";
   }
   try {
