@@ -180,14 +180,16 @@ const FILES_IN_FLIGHT = 8;
 interface VolumeWrites {
   summary: VolumeWriteSummary;
   syncs: DirSyncs;
+  /** Files found or written whole before (see writeVolume), if the caller keeps them. */
+  verified?: VerifiedFiles;
   /** Files written or found whole, to be marked verified once their directories are synced. */
   checked: [string, ContentKey][];
 }
 
 /**
- * `verified`: files found or written whole before, skipped while their stat says no one has
- * touched them since; any other file is read and compared, and rewritten when it differs. The
- * directory entries made are durable once `writes.syncs` is flushed; a file that cannot be
+ * `writes.verified`: files found or written whole before, skipped while their stat says no one
+ * has touched them since; any other file is read and compared, and rewritten when it differs.
+ * The directory entries made are durable once `writes.syncs` is flushed; a file that cannot be
  * written fails the volume once the others are done.
  */
 async function writeVolume(
@@ -195,9 +197,8 @@ async function writeVolume(
   files: Map<string, Uint8Array>,
   owner: FileOwner,
   writes: VolumeWrites,
-  verified?: VerifiedFiles,
 ): Promise<void> {
-  const { summary, syncs } = writes;
+  const { summary, syncs, verified } = writes;
   // Above the volume: the agent's own root-only tree; the volume and below: the pod's user's.
   await ensureDir(dirname(dir), DIR_MODE, syncs);
   await ensureOwnedDir(dir, DIR_MODE, owner, syncs);
@@ -238,7 +239,7 @@ async function volumeWrites(
 ): Promise<VolumeWriteSummary> {
   const summary = checkedSummary(owner);
   const checked: [string, ContentKey][] = [];
-  await withDirSyncs((syncs) => work({ summary, syncs, checked }));
+  await withDirSyncs((syncs) => work({ summary, syncs, verified, checked }));
   for (const [file, key] of checked) verified?.checked(file, key);
   return summary;
 }
@@ -274,7 +275,7 @@ export async function writeVolumeFiles(
       for (const reason of desired.refused) {
         writes.summary.skipped.push({ volume: volume.volume, reason });
       }
-      await writeVolume(volume.dir, desired.files, owner, writes, verified);
+      await writeVolume(volume.dir, desired.files, owner, writes);
       for (const path of desired.files.keys()) wanted.add(join(volume.dir, path));
     }
   });
