@@ -22,6 +22,7 @@
 import { notedSources } from "./noted_sources.ts";
 import type { SourceName } from "../lib/sources/types.ts";
 import { Session } from "node:inspector/promises";
+import { startAllocationSampling, stopAllocationSampling } from "./heap_sampling.ts";
 import v8 from "node:v8";
 import { Agent } from "../lib/pass/agent.ts";
 import type { Observation } from "../lib/pass/observe.ts";
@@ -137,15 +138,7 @@ const stores = await AgentStores.open(config.stateDir, silentLogger);
 note("connected");
 try {
   for (pass = 1; pass <= PASSES + 1; pass++) {
-    if (profiler && pass === 3) {
-      profiler.connect();
-      await profiler.post("HeapProfiler.enable");
-      await profiler.post("HeapProfiler.startSampling", {
-        samplingInterval: 16384,
-        includeObjectsCollectedByMajorGC: true,
-        includeObjectsCollectedByMinorGC: true,
-      });
-    }
+    if (profiler && pass === 3) await startAllocationSampling(profiler);
     passStart = performance.now();
     note("pass start");
     const report = await agent.pass(stores);
@@ -161,10 +154,7 @@ try {
       v8.writeHeapSnapshot(`${snapshotPrefix}-between-passes.heapsnapshot`);
     }
   }
-  if (profiler) {
-    const { profile } = await profiler.post("HeapProfiler.stopSampling");
-    await Deno.writeTextFile(allocationsFile!, JSON.stringify(profile));
-  }
+  if (profiler) await Deno.writeTextFile(allocationsFile!, await stopAllocationSampling(profiler));
 } finally {
   sources.runtime.close();
   await lock.release();

@@ -9,6 +9,7 @@
  */
 import { Session } from "node:inspector/promises";
 import v8 from "node:v8";
+import { startAllocationSampling, stopAllocationSampling } from "./heap_sampling.ts";
 
 const log = Deno.env.get("CKPT_BENCH_MEMORY_LOG");
 if (!log) throw new Error("CKPT_BENCH_MEMORY_LOG is not set");
@@ -49,17 +50,10 @@ if (allocations) {
   Deno.addSignalListener("SIGUSR2", async () => {
     if (!sampling) {
       sampling = true;
-      session.connect();
-      await session.post("HeapProfiler.enable");
-      await session.post("HeapProfiler.startSampling", {
-        samplingInterval: 16384,
-        includeObjectsCollectedByMajorGC: true,
-        includeObjectsCollectedByMinorGC: true,
-      });
+      await startAllocationSampling(session);
       return;
     }
-    const { profile } = await session.post("HeapProfiler.stopSampling");
-    await Deno.writeTextFile(allocations, JSON.stringify(profile));
+    await Deno.writeTextFile(allocations, await stopAllocationSampling(session));
     write({ allocations });
   });
 } else if (prefix) {
