@@ -6,9 +6,14 @@
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
+/** A DNS-1123 label: what namespaces and volume names must be. */
+export function isValidLabel(name: string): boolean {
+  return name.length <= 63 && DNS1123_LABEL.test(name);
+}
+
 /** Namespaces are DNS-1123 labels. */
 export function isValidNamespace(namespace: string): boolean {
-  return namespace.length <= 63 && DNS1123_LABEL.test(namespace);
+  return isValidLabel(namespace);
 }
 
 /** Pod, secret and configmap names are DNS-1123 subdomains. */

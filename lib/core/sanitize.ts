@@ -3,7 +3,13 @@
  * manifest, plus a description of the files its rewritten volumes need. Fetching secrets and
  * writing files happen elsewhere; this module only decides what they must be.
  */
-import { FIRST_VERSION, type StoredFileDirs, volumeDir } from "./checkpoint_layout.ts";
+import {
+  FIRST_VERSION,
+  type StoredFileDirs,
+  unsafeVolumePath,
+  volumeDir,
+} from "./checkpoint_layout.ts";
+import { isValidLabel, isValidObjectName } from "./ids.ts";
 import { CHECKPOINT_OF_ANNOTATION, type Pod } from "./pod.ts";
 import { renderFieldRef, renderResourceFieldRef } from "./downward_api.ts";
 import { asArray, isObject, type Json } from "./json.ts";
@@ -27,9 +33,26 @@ export type FileSource = KeySource | { kind: "literal"; path: string; content: s
 
 export interface VolumeFiles {
   volume: string;
+  /** The configured directory `dir` is under: the secrets dir or the configmaps dir. */
+  root: string;
   /** The hostPath directory the checkpoint mounts instead of the original volume. */
   dir: string;
   sources: FileSource[];
+}
+
+/**
+ * A parent whose checkpoint would need a path built from a name no Kubernetes object or volume
+ * can have (a volume name that is no DNS-1123 label, a required secret or configmap whose name
+ * is no DNS subdomain, an item path that leaves its volume): the API server lets some of these
+ * through (`secretName: "t/u"`), a kubelet's answer may hold anything, and none may ever become
+ * a directory outside `<dir>/<ns>/<pod>/<volume>`. Nothing of such a checkpoint is written.
+ */
+export class CheckpointRefused extends Error {
+  override name = "CheckpointRefused";
+
+  constructor(reason: string) {
+    super(`cannot be checkpointed: ${reason}`);
+  }
 }
 
 export interface SanitizedCheckpoint {
@@ -39,9 +62,23 @@ export interface SanitizedCheckpoint {
   warnings: string[];
 }
 
-function keyItems(value: unknown): KeyToPath[] | undefined {
+/** An item's path, refused unless it stays inside its volume. */
+function itemPath(volume: string, path: unknown): string {
+  const problem = typeof path === "string" ? unsafeVolumePath(path) : "not a string";
+  if (problem !== undefined) {
+    throw new CheckpointRefused(
+      `volume ${volume}: item path ${JSON.stringify(path)} refused: ${problem}`,
+    );
+  }
+  return path as string;
+}
+
+function keyItems(volume: string, value: unknown): KeyToPath[] | undefined {
   if (!Array.isArray(value) || value.length === 0) return undefined;
-  return asArray(value).map((item) => ({ key: String(item.key), path: String(item.path) }));
+  return asArray(value).map((item) => ({
+    key: String(item.key),
+    path: itemPath(volume, item.path),
+  }));
 }
 
 interface VolumeContext {
@@ -51,20 +88,33 @@ interface VolumeContext {
   warnings: string[];
 }
 
-function keySource(kind: KeySource["kind"], name: unknown, src: Json): KeySource {
-  const items = keyItems(src.items);
-  return {
-    kind,
-    name: String(name ?? ""),
-    optional: src.optional === true,
-    ...(items ? { items } : {}),
-  };
+/**
+ * The keys a volume takes from one secret or configmap; undefined for an optional one whose
+ * name no object can have: as the kubelet, which finds no such object, the volume gets nothing
+ * from it.
+ */
+function keySource(
+  ctx: VolumeContext,
+  volume: string,
+  kind: KeySource["kind"],
+  name: unknown,
+  src: Json,
+): KeySource | undefined {
+  const optional = src.optional === true;
+  if (typeof name !== "string" || !isValidObjectName(name)) {
+    const what = `volume ${volume}: ${kind} name ${JSON.stringify(name)} is not a valid name`;
+    if (!optional) throw new CheckpointRefused(`${what}, and the ${kind} is not optional`);
+    ctx.warnings.push(`${what}; no object can have it, so the volume gets nothing from it`);
+    return undefined;
+  }
+  const items = keyItems(volume, src.items);
+  return { kind, name, optional, ...(items ? { items } : {}) };
 }
 
 function downwardFiles(ctx: VolumeContext, volume: string, items: unknown): FileSource[] {
   const files: FileSource[] = [];
   for (const item of asArray(items)) {
-    const path = String(item.path);
+    const path = itemPath(volume, item.path);
     const rendered = isObject(item.fieldRef)
       ? renderFieldRef(ctx.parent, String(item.fieldRef.fieldPath))
       : isObject(item.resourceFieldRef)
@@ -82,9 +132,10 @@ function downwardFiles(ctx: VolumeContext, volume: string, items: unknown): File
 function projectedSources(ctx: VolumeContext, volume: string, projected: Json): FileSource[] {
   const sources: FileSource[] = [];
   for (const src of asArray(projected.sources)) {
-    if (isObject(src.secret)) sources.push(keySource("secret", src.secret.name, src.secret));
-    else if (isObject(src.configMap)) {
-      sources.push(keySource("configMap", src.configMap.name, src.configMap));
+    const kind = (["secret", "configMap"] as const).find((k) => isObject(src[k]));
+    if (kind) {
+      const keys = keySource(ctx, volume, kind, (src[kind] as Json).name, src[kind] as Json);
+      if (keys) sources.push(keys);
     } else if (isObject(src.downwardAPI)) {
       sources.push(...downwardFiles(ctx, volume, src.downwardAPI.items));
     } else if (!isObject(src.serviceAccountToken)) {
@@ -101,39 +152,61 @@ const KEY_VOLUMES = [
   { kind: "configMap", nameField: "name", base: "configmapsDir" },
 ] as const;
 
-/** Rewrites one volume in place to a hostPath, returning the files that path must hold. */
+/**
+ * Rewrites one volume in place to a hostPath, returning the files that path must hold; a
+ * volume that is not rewritten is left as it is.
+ */
 function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefined {
   const ns = ctx.parent.metadata.namespace, pod = ctx.parent.metadata.name;
-  const name = String(volume.name);
-  let files: VolumeFiles | undefined;
-  for (const { kind, nameField, base } of KEY_VOLUMES) {
-    const src = volume[kind];
-    if (!isObject(src)) continue;
-    const source = keySource(kind, src[nameField], src);
+  const keyVolume = KEY_VOLUMES.find(({ kind }) => isObject(volume[kind]));
+  if (!keyVolume && !isObject(volume.projected)) return undefined;
+  if (typeof volume.name !== "string" || !isValidLabel(volume.name)) {
+    throw new CheckpointRefused(
+      `volume name ${JSON.stringify(volume.name)} is not a valid volume name (a DNS-1123 label)`,
+    );
+  }
+  const name = volume.name;
+  let files: VolumeFiles;
+  if (keyVolume) {
+    const { kind, nameField, base } = keyVolume;
+    const src = volume[kind] as Json;
+    const source = keySource(ctx, name, kind, src[nameField], src);
+    const root = ctx.dirs[base];
+    // A volume with every key of one object is stored under the object's name, as the
+    // original checkpointer stored it; anything else under the volume's.
+    const object = source && !source.items ? source.name : undefined;
     files = {
       volume: name,
-      dir: volumeDir(
-        ctx.dirs[base],
-        ns,
-        pod,
-        name,
-        source.items ? undefined : source.name,
-        ctx.version,
-      ),
-      sources: [source],
+      root,
+      dir: volumeDir(root, ns, pod, name, object, ctx.version),
+      sources: source ? [source] : [],
     };
     delete volume[kind];
-  }
-  if (isObject(volume.projected)) {
+  } else {
+    const root = ctx.dirs.secretsDir;
     files = {
       volume: name,
-      dir: volumeDir(ctx.dirs.secretsDir, ns, pod, name, undefined, ctx.version),
-      sources: projectedSources(ctx, name, volume.projected),
+      root,
+      dir: volumeDir(root, ns, pod, name, undefined, ctx.version),
+      sources: projectedSources(ctx, name, volume.projected as Json),
     };
     delete volume.projected;
   }
-  if (files) volume.hostPath = { path: files.dir };
+  volume.hostPath = { path: files.dir };
   return files;
+}
+
+/**
+ * Every mount of a rewritten volume is read-only, whatever the parent said, as the kubelet
+ * mounts secret, configMap, projected and downward-API volumes: a container that could write
+ * its volume could plant links for the agent, which writes there as root, to follow.
+ */
+function mountReadOnly(spec: Json, volumes: ReadonlySet<string>) {
+  for (const container of [...asArray(spec.initContainers), ...asArray(spec.containers)]) {
+    for (const mount of asArray(container.volumeMounts)) {
+      if (typeof mount.name === "string" && volumes.has(mount.name)) mount.readOnly = true;
+    }
+  }
 }
 
 /**
@@ -141,7 +214,8 @@ function rewriteVolume(ctx: VolumeContext, volume: Json): VolumeFiles | undefine
  * the parent; the parent as controlling owner; no service account, pull secrets, ephemeral
  * containers, affinity, node selector, status or ports; secret, configMap and projected volumes
  * rewritten as hostPath volumes onto the files of checkpoint version `version`
- * (versionRoot in lib/core/checkpoint_layout.ts).
+ * (versionRoot in lib/core/checkpoint_layout.ts), mounted read-only. Throws CheckpointRefused
+ * for a parent no checkpoint may be made of.
  */
 export function sanitizeCheckpoint(
   parent: Pod,
@@ -169,6 +243,7 @@ export function sanitizeCheckpoint(
     const files = rewriteVolume(ctx, volume);
     if (files) volumes.push(files);
   }
+  mountReadOnly(spec, new Set(volumes.map((v) => v.volume)));
 
   const pod: Pod = {
     apiVersion: "v1",

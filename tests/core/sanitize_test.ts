@@ -8,8 +8,8 @@ import {
   type Pod,
   PodSchema,
 } from "../../lib/core/pod.ts";
-import { podFileDirs, storedFilesOwner } from "../../lib/core/checkpoint_layout.ts";
-import { apiReferences, sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
+import { podFileDirs, storedAccess } from "../../lib/core/checkpoint_layout.ts";
+import { apiReferences, CheckpointRefused, sanitizeCheckpoint } from "../../lib/core/sanitize.ts";
 import { declaredHostPorts } from "../../lib/core/ports.ts";
 
 const DIRS = {
@@ -117,11 +117,13 @@ Deno.test("volumes: secret, configMap and projected become hostPath; others unto
   assertEquals(volumes, [
     {
       volume: "secrets",
+      root: DIRS.secretsDir,
       dir: `${DIRS.secretsDir}/${ns}/${name}/kube-apiserver`,
       sources: [{ kind: "secret", name: "kube-apiserver", optional: false }],
     },
     {
       volume: "audit-policy",
+      root: DIRS.configmapsDir,
       dir: `${DIRS.configmapsDir}/${ns}/${name}/_volumes/audit-policy`,
       sources: [{
         kind: "configMap",
@@ -132,6 +134,7 @@ Deno.test("volumes: secret, configMap and projected become hostPath; others unto
     },
     {
       volume: "kube-api-access-5xq8n",
+      root: DIRS.secretsDir,
       dir: `${DIRS.secretsDir}/${ns}/${name}/_volumes/kube-api-access-5xq8n`,
       sources: [
         // The service-account token is dropped; the CA and the namespace file remain.
@@ -283,26 +286,47 @@ Deno.test("environment taken from secrets or configmaps is kept, and said: only 
   assertEquals(apiReferences(pod), expected);
 });
 
-Deno.test("file owner: the one non-root user, and fsGroup; root by default", async () => {
+Deno.test("stored access: directories the agent's; files readable by fsGroup, else by the one non-root user", async () => {
   const spec = (s: Record<string, unknown>): Pod => ({
     metadata: { name: "p", namespace: "n" },
     spec: s,
   });
+  const agentOnly = {
+    dir: { uid: 0, gid: 0, mode: 0o700 },
+    file: { uid: 0, gid: 0, mode: 0o600 },
+  };
+  const group = (gid: number) => ({
+    dir: { uid: 0, gid, mode: 0o750 },
+    file: { uid: 0, gid, mode: 0o640 },
+  });
+  const user = (uid: number) => ({
+    dir: { uid: 0, gid: 0, mode: 0o755 },
+    file: { uid, gid: 0, mode: 0o600 },
+  });
   const table: [string, Pod, unknown][] = [
-    ["nothing set", spec({ containers: [{ name: "a" }] }), { uid: 0, gid: 0 }],
-    ["kube-apiserver fixture", await apiserver(), { uid: 65534, gid: 65534 }],
+    ["nothing set", spec({ containers: [{ name: "a" }] }), agentOnly],
+    ["kube-apiserver fixture", await apiserver(), group(65534)],
     [
       "container user",
       spec({ containers: [{ name: "a", securityContext: { runAsUser: 1000 } }, { name: "b" }] }),
-      { uid: 1000, gid: 0 },
+      user(1000),
     ],
     [
-      "container overrides pod",
+      "container overrides pod, with an fsGroup",
       spec({
         securityContext: { runAsUser: 1000, fsGroup: 2000 },
         containers: [{ name: "a", securityContext: { runAsUser: 0 } }, { name: "b" }],
       }),
-      { uid: 1000, gid: 2000 },
+      group(2000),
+    ],
+    [
+      "two users and an fsGroup: both read through the group",
+      spec({
+        securityContext: { fsGroup: 3000 },
+        containers: [{ name: "a", securityContext: { runAsUser: 1000 } }],
+        initContainers: [{ name: "i", securityContext: { runAsUser: 1001 } }],
+      }),
+      group(3000),
     ],
     [
       "conflicting users",
@@ -310,10 +334,137 @@ Deno.test("file owner: the one non-root user, and fsGroup; root by default", asy
         containers: [{ name: "a", securityContext: { runAsUser: 1000 } }],
         initContainers: [{ name: "i", securityContext: { runAsUser: 1001 } }],
       }),
-      { error: "containers run as different users (1001, 1000)" },
+      {
+        error: "containers run as different users (1001, 1000) and no fsGroup is set, so no " +
+          "file can be readable by all of them alone",
+      },
     ],
   ];
-  for (const [label, pod, want] of table) assertEquals(storedFilesOwner(pod), want, label);
+  for (const [label, pod, want] of table) assertEquals(storedAccess(pod, 0), want, label);
+  // An agent that is not root (the demo as a user) keeps what it makes its own.
+  assertEquals(storedAccess(spec({ securityContext: { fsGroup: 5 } }), 1234), {
+    dir: { uid: 1234, gid: 5, mode: 0o750 },
+    file: { uid: 1234, gid: 5, mode: 0o640 },
+  });
+});
+
+/** A pod with one container mounting each of `volumes` (by name), read-write unless said. */
+function mounting(volumes: Record<string, unknown>[], readOnly?: boolean): Pod {
+  return {
+    metadata: { name: "p", namespace: "n", uid: "u" },
+    spec: {
+      containers: [{
+        name: "c",
+        image: "i",
+        volumeMounts: volumes.map((v, i) => ({
+          name: v.name,
+          mountPath: `/m${i}`,
+          ...(readOnly === undefined ? {} : { readOnly }),
+        })),
+      }],
+      initContainers: [{
+        name: "init",
+        image: "i",
+        volumeMounts: [{ name: "s", mountPath: "/s" }],
+      }],
+      volumes,
+    },
+  };
+}
+
+Deno.test("every mount of a stored volume is read-only, whatever the parent said; others are left", () => {
+  const volumes = [
+    { name: "s", secret: { secretName: "tls" } },
+    { name: "c", configMap: { name: "cfg" } },
+    { name: "p", projected: { sources: [{ downwardAPI: { items: [] } }] } },
+    { name: "scratch", emptyDir: {} },
+  ];
+  for (const given of [undefined, false, true]) {
+    const spec = sanitizeCheckpoint(mounting(volumes, given), DIRS).pod.spec as {
+      containers: { volumeMounts: { name: string; readOnly?: boolean }[] }[];
+      initContainers: { volumeMounts: { name: string; readOnly?: boolean }[] }[];
+    };
+    assertEquals(
+      spec.containers[0].volumeMounts.map((m) => [m.name, m.readOnly]),
+      [["s", true], ["c", true], ["p", true], ["scratch", given]],
+      `parent said ${given}`,
+    );
+    assertEquals(spec.initContainers[0].volumeMounts[0].readOnly, true);
+  }
+});
+
+Deno.test("names no object or volume can have never become paths: optional sources dropped, the rest refused", () => {
+  const refused = (volumes: Record<string, unknown>[]) => {
+    try {
+      sanitizeCheckpoint(mounting(volumes), DIRS);
+    } catch (e) {
+      if (e instanceof CheckpointRefused) return e.message.replace(/^cannot be checkpointed: /, "");
+      throw e;
+    }
+    return undefined;
+  };
+  // The API server takes any non-empty secretName; `t/u` would nest directories.
+  const optional = sanitizeCheckpoint(
+    mounting([
+      { name: "a", secret: { secretName: "t/u", optional: true } },
+      { name: "b", configMap: { name: "t/u/w/manifests", optional: true } },
+      {
+        name: "c",
+        projected: {
+          sources: [
+            { secret: { name: "../x", optional: true } },
+            { configMap: { name: "good", optional: true } },
+          ],
+        },
+      },
+    ]),
+    DIRS,
+  );
+  // Their volumes are stored under the volume's name, with nothing from those objects.
+  assertEquals(optional.volumes.map((v) => [v.volume, v.dir, v.sources]), [
+    ["a", `${DIRS.secretsDir}/n/p/_volumes/a`, []],
+    ["b", `${DIRS.configmapsDir}/n/p/_volumes/b`, []],
+    ["c", `${DIRS.secretsDir}/n/p/_volumes/c`, [{
+      kind: "configMap",
+      name: "good",
+      optional: true,
+    }]],
+  ]);
+  assertEquals(optional.warnings.slice(0, 3), [
+    'volume a: secret name "t/u" is not a valid name; no object can have it, so the volume gets nothing from it',
+    'volume b: configMap name "t/u/w/manifests" is not a valid name; no object can have it, so the volume gets nothing from it',
+    'volume c: secret name "../x" is not a valid name; no object can have it, so the volume gets nothing from it',
+  ]);
+  assertEquals(
+    refused([{ name: "a", secret: { secretName: "t/u" } }]),
+    'volume a: secret name "t/u" is not a valid name, and the secret is not optional',
+  );
+  assertEquals(
+    refused([{ name: "../v", secret: { secretName: "tls" } }]),
+    'volume name "../v" is not a valid volume name (a DNS-1123 label)',
+  );
+  for (const path of ["../x", "/etc/x", "a//b", "..data", "", "./x"]) {
+    const message = refused([{
+      name: "a",
+      configMap: { name: "cfg", items: [{ key: "k", path }] },
+    }]);
+    assertEquals(
+      message?.startsWith(`volume a: item path ${JSON.stringify(path)} refused: `),
+      true,
+    );
+    const downward = refused([{
+      name: "a",
+      projected: {
+        sources: [{ downwardAPI: { items: [{ path, fieldRef: { fieldPath: "metadata.name" } }] } }],
+      },
+    }]);
+    assertEquals(
+      downward?.startsWith(`volume a: item path ${JSON.stringify(path)} refused: `),
+      true,
+    );
+  }
+  // Volumes the agent does not rewrite are the kubelet's business, whatever their names.
+  assertEquals(refused([{ name: "Not_A_Label", emptyDir: {} }]), undefined);
 });
 
 Deno.test("volumes backed by API objects and resource claims are said; other volumes are not", () => {
