@@ -51,7 +51,10 @@ await mapConcurrent(each, 8, async (i) => {
     [`secret/s2-${i}`, { a: bytes(100), b: bytes(200) }],
     [`configMap/c1-${i}`, { a: bytes(100), b: bytes(200) }],
   ]);
-  const files = await writeVolumeFiles(sanitized.volumes, objects, { uid: 0, gid: 0 });
+  const files = await writeVolumeFiles(sanitized.volumes, objects, {
+    dir: { uid: 0, gid: 0, mode: 0o700 },
+    file: { uid: 0, gid: 0, mode: 0o600 },
+  });
   if (files.written !== 6) throw new Error(`${id}: ${JSON.stringify(files)}`);
 });
 const checkpointed = performance.now();

@@ -36,9 +36,11 @@ export const AGENT_PERMISSIONS: readonly PermissionFlag[] = [
       "reads its LOG_STREAM and LOG_TOKENS variables while it parses the config file",
   },
   {
-    flag: "--allow-sys=hostname,statfs",
+    flag: "--allow-sys=hostname,statfs,uid",
     why: "the node name defaults to the host name, as the kubelet's does; `doctor` asks each " +
-      "configured directory's file system how much room is free (statfs)",
+      "configured directory's file system how much room is free (statfs); the agent trusts " +
+      "only directories of its trees that belong to root or to itself, and makes them its own " +
+      "(uid)",
   },
 ];
 

@@ -9,12 +9,14 @@
  *   checkpoint's id (manifestFileNames; which of the two names, lib/core/manifest_names.ts
  *   decides), MANIFEST_MODE, owned by the agent (root): the kubelet reads it as root.
  * - The secrets dir and the configmaps dir hold one directory per pod, `<dir>/<ns>/<pod>`
- *   (podFileDirs), and in it one directory per rewritten volume (volumeDir), mounted by the
- *   checkpoint as a hostPath. The files are STORED_FILE_MODE; the volume's directory and all
- *   below it belong to the pod's user (storedFilesOwner), which alone can read them, the
- *   directories above it to the agent.
- * - Every directory the agent creates in these trees is DIR_MODE. Directories it finds (the
- *   kubelet's static-pod dir, a configured dir that is a symlink) are left as they are.
+ *   (podFileDirs), and in it one directory per rewritten volume (volumeDir), mounted read-only
+ *   by the checkpoint as a hostPath. Every directory in these trees belongs to the agent and
+ *   no one else can write in it (docs/design.md#file-owners): a container that could change
+ *   an entry of its volume could make the agent, which is root, write or delete through a
+ *   symbolic link it planted. The pod's user reads its files as the kubelet's own volumes let
+ *   it (storedAccess).
+ * - Every other directory the agent creates in these trees is DIR_MODE. Directories it finds
+ *   (the kubelet's static-pod dir, a configured dir that is a symlink) are left as they are.
  *
  * Pure: no file is read or written here.
  */
@@ -36,10 +38,39 @@ export type StoredFileDirs = Pick<CheckpointTrees, "secretsDir" | "configmapsDir
 
 /** A manifest, in either manifest dir: it may reveal what runs and how. */
 export const MANIFEST_MODE = 0o600;
-/** A stored secret, configmap or downward-API file: readable by the pod's user alone. */
-export const STORED_FILE_MODE = 0o600;
-/** Every directory the agent creates in the checkpoint trees. */
+/** Every directory the agent creates in the checkpoint trees, but a volume's (storedAccess). */
 export const DIR_MODE = 0o700;
+
+/**
+ * Every temp file of ours contains this marker after its leading dot (lib/disk/atomic_write.ts),
+ * so a sweep never touches anyone else's, and no stored file may be named like one.
+ */
+export const TEMP_MARKER = ".ckpt-tmp-";
+
+/** NAME_MAX on Linux file systems, counted in bytes. */
+export const MAX_NAME_BYTES = 255;
+
+/**
+ * Why `path`, a file's place inside a stored volume (a key of its object, an item's `path`), is
+ * refused, or undefined when it is safe: relative, with no empty, `.` or `..` segment, none
+ * starting with `..` (the kubelet's own atomic writer names its `..data` so) or named like a temp
+ * file of ours, and every segment a name the file system takes. The API server refuses such item
+ * paths and keys; a kubelet's answer or a bug might not.
+ */
+export function unsafeVolumePath(path: string): string | undefined {
+  if (path === "") return "empty path";
+  if (path.startsWith("/")) return "absolute path";
+  if (path.includes("\0")) return "NUL in path";
+  for (const segment of path.split("/")) {
+    if (segment === "") return "empty path segment";
+    if (segment.startsWith("..") || segment === ".") return `path segment ${segment}`;
+    if (segment.startsWith(".") && segment.includes(TEMP_MARKER)) {
+      return "name of a temp file of ours";
+    }
+    if (new TextEncoder().encode(segment).length > MAX_NAME_BYTES) return "name too long";
+  }
+  return undefined;
+}
 
 /** Permission bits as chmod and install take them: `0700`. */
 export function octalMode(mode: number): string {
@@ -230,9 +261,20 @@ export function checkpointPaths(
   };
 }
 
-export interface FileOwner {
+/** Who a file or directory belongs to, and its permission bits. */
+export interface FileAccess {
   uid: number;
   gid: number;
+  mode: number;
+}
+
+/**
+ * How a checkpoint's stored files and the directories of its volumes are made: `dir` for each
+ * volume's directory and every directory below it, `file` for the files.
+ */
+export interface StoredAccess {
+  dir: FileAccess;
+  file: FileAccess;
 }
 
 function runAsUser(securityContext: unknown): number | undefined {
@@ -242,13 +284,28 @@ function runAsUser(securityContext: unknown): number | undefined {
 }
 
 /**
- * Who owns a checkpoint's stored files, so that its containers can read them: the one non-root
- * user its containers run as (root by default), and the pod's fsGroup. Two different non-root
- * users cannot both read a STORED_FILE_MODE file, so that pod's files cannot be written
- * correctly.
+ * The owners and modes of a checkpoint's stored files, as the kubelet makes its own secret and
+ * configMap volumes readable, with no bits for anyone else: directories always belong to the
+ * agent (`agentUid`, root on a node), so that no container can change an entry the agent
+ * writes through. With an `fsGroup`, which every container of the pod has as a supplementary
+ * group, files and directories are the agent's with group `fsGroup`, files group-readable.
+ * Without, the files belong to the one non-root user the containers run as (the pod's
+ * `securityContext` as their default), and the directories are the agent's, open to search by
+ * anyone: they are reached only through the volume's mount, since the pod's directory above
+ * them is the agent's alone. Two different non-root users without an `fsGroup` cannot both read
+ * a file of one owner, so such a pod's files cannot be stored. Root pods: the agent's alone.
  */
-export function storedFilesOwner(pod: Pod): FileOwner | { error: string } {
+export function storedAccess(pod: Pod, agentUid: number): StoredAccess | { error: string } {
   const spec: Json = isObject(pod.spec) ? pod.spec : {};
+  const fsGroup = isObject(spec.securityContext) && typeof spec.securityContext.fsGroup === "number"
+    ? spec.securityContext.fsGroup
+    : undefined;
+  if (fsGroup !== undefined) {
+    return {
+      dir: { uid: agentUid, gid: fsGroup, mode: 0o750 },
+      file: { uid: agentUid, gid: fsGroup, mode: 0o640 },
+    };
+  }
   const podUser = runAsUser(spec.securityContext);
   const users = new Set<number>();
   for (const container of [...asArray(spec.initContainers), ...asArray(spec.containers)]) {
@@ -256,10 +313,17 @@ export function storedFilesOwner(pod: Pod): FileOwner | { error: string } {
     if (user !== 0) users.add(user);
   }
   if (users.size > 1) {
-    return { error: `containers run as different users (${[...users].join(", ")})` };
+    return {
+      error: `containers run as different users (${[...users].join(", ")}) and no fsGroup ` +
+        "is set, so no file can be readable by all of them alone",
+    };
   }
-  const fsGroup = isObject(spec.securityContext) && typeof spec.securityContext.fsGroup === "number"
-    ? spec.securityContext.fsGroup
-    : 0;
-  return { uid: [...users][0] ?? 0, gid: fsGroup };
+  const [user] = users;
+  if (user === undefined) {
+    return {
+      dir: { uid: agentUid, gid: 0, mode: DIR_MODE },
+      file: { uid: agentUid, gid: 0, mode: 0o600 },
+    };
+  }
+  return { dir: { uid: agentUid, gid: 0, mode: 0o755 }, file: { uid: user, gid: 0, mode: 0o600 } };
 }

@@ -13,6 +13,7 @@ import { type PassReport, RECORD_OPS } from "../pass/report.ts";
 import type { StalledStart } from "../pass/stalls.ts";
 import type { Config } from "../config/types.ts";
 import { formatInstant, type Instant, millisToDuration, NANOS_PER_MILLI } from "../core/time.ts";
+import { CHANGED_BY_OTHERS } from "../disk/dirs.ts";
 import type { Unrecorded } from "../store/agent_stores.ts";
 import { isConfigurationFailure, type SourceFailure } from "../sources/types.ts";
 
@@ -150,9 +151,10 @@ export interface Readiness {
 
 /**
  * Errors that say a directory refuses writes, not that one checkpoint is wrong: EPERM, EIO,
- * EACCES, ENOTDIR (a file where a directory belongs), ENOSPC, EROFS, EDQUOT, as Deno words them.
+ * EACCES, ENOTDIR (a file where a directory belongs), ENOSPC, EROFS, EDQUOT, as Deno words them;
+ * a configured directory others can write, below which nothing is written (lib/disk/dirs.ts).
  */
-const UNWRITABLE = /\(os error (1|5|13|20|28|30|122)\)/;
+const UNWRITABLE = new RegExp(`\\(os error (1|5|13|20|28|30|122)\\)|${CHANGED_BY_OTHERS}`);
 
 /** Whether an error message names `dir` or a path inside it (Deno quotes paths in '). */
 function names(message: string, dir: string): boolean {

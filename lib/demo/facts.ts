@@ -4,12 +4,18 @@
  * configmaps hold.
  */
 import { join, relative } from "node:path";
-import { checkpointPaths, storedFilesOwner } from "../core/checkpoint_layout.ts";
+import {
+  checkpointPaths,
+  DIR_MODE,
+  type FileAccess,
+  storedAccess,
+} from "../core/checkpoint_layout.ts";
 import { isValidParent, type Pod, podId } from "../core/pod.ts";
 import type { ControlPlane } from "../sim/control_plane.ts";
 import type { KubeletEventKind } from "../sim/kubelet_model.ts";
 import type { SimNode } from "../sim/node.ts";
-import type { DiskListing } from "./disk.ts";
+import { agentUid } from "../disk/dirs.ts";
+import { type DiskListing, formatMode } from "./disk.ts";
 import type { DemoSession } from "./session.ts";
 
 export function parentsOf(cluster: ControlPlane): Pod[] {
@@ -47,9 +53,28 @@ export function entriesUnder(disk: DiskListing, dir: string) {
   return [...disk.values()].filter((e) => e.path.startsWith(`${dir}/`));
 }
 
+/** How a listed entry shows an owner and mode: `0640 0:65534`. */
+function shown(access: FileAccess): string {
+  return `${formatMode(access.mode)} ${access.uid}:${access.gid}`;
+}
+
+/**
+ * The mode and owner each stored directory and file of the pod's checkpoint must show, and what
+ * the agent's own directories between them show (`_volumes`).
+ */
+export function storedAccessOf(
+  pod: Pod,
+): { dir: string; file: string; above: string } | { error: string } {
+  const access = storedAccess(pod, agentUid());
+  if ("error" in access) return access;
+  const above = shown({ uid: agentUid(), gid: 0, mode: DIR_MODE });
+  return { dir: shown(access.dir), file: shown(access.file), above };
+}
+
+/** Who the pod's containers read their stored files as. */
 export function ownerOf(pod: Pod): string {
-  const owner = storedFilesOwner(pod);
-  return "error" in owner ? owner.error : `${owner.uid}:${owner.gid}`;
+  const access = storedAccess(pod, agentUid());
+  return "error" in access ? access.error : `${access.file.uid}:${access.file.gid}`;
 }
 
 interface KeySelection {

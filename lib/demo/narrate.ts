@@ -121,7 +121,7 @@ export function narrateStart(node: DemoNodeInfo): string {
     `  static-pod dir ${node.staticPodDir} · inactive checkpoints ${node.inactiveDir}`,
     `  pods run as ${node.podUser}${
       node.podsRunAsYou
-        ? " (you: their secrets are stored owned by them, and only root can give files away)"
+        ? " (you, with your group as their fsGroup: only root can give files to another user)"
         : ""
     }; grace period ${node.gracePeriodSeconds} s`,
     "  Files the agent wrote: + new, ~ rewritten, - deleted; then mode, owner uid:gid, path.",

@@ -4,7 +4,7 @@
  * node would see it (lib/sim/node.ts); every decision and every byte written is the agent's.
  */
 import { relative } from "node:path";
-import { DIR_MODE, MANIFEST_MODE, STORED_FILE_MODE } from "../core/checkpoint_layout.ts";
+import { MANIFEST_MODE } from "../core/checkpoint_layout.ts";
 import { copyPodId } from "../core/ids.ts";
 import { CHECKPOINT_ANNOTATION, type Pod, podId } from "../core/pod.ts";
 import { formatMode } from "./disk.ts";
@@ -14,18 +14,16 @@ import {
   kubeletDid,
   lastContainerEvent,
   mountedValues,
-  ownerOf,
   parentsOf,
   readFiles,
   sameList,
+  storedAccessOf,
 } from "./facts.ts";
 import { type DemoSession, SYNC_RETRY_MS } from "./session.ts";
 import type { Step } from "./step.ts";
 
 /** The modes the checkpoint trees must have, as the disk listing shows them. */
 const MANIFEST = formatMode(MANIFEST_MODE);
-const STORED_FILE = formatMode(STORED_FILE_MODE);
-const DIR = formatMode(DIR_MODE);
 
 export interface StoryStep {
   name: string;
@@ -113,16 +111,16 @@ const checkpointsTaken: StoryStep = {
         ...entriesUnder(step.disk, files.secrets),
         ...entriesUnder(step.disk, files.configmaps),
       ]
-        .map((entry) => ({ entry, owner: ownerOf(p) }));
+        .map((entry) => ({ entry, want: storedAccessOf(p) }));
     });
-    const wrongModes = stored.filter(({ entry, owner }) =>
-      entry.type === "dir"
-        ? entry.mode !== DIR
-        : entry.mode !== STORED_FILE || entry.owner !== owner
+    const wrongModes = stored.filter(({ entry, want }) =>
+      "error" in want ||
+      `${entry.mode} ${entry.owner}` !==
+        want[entry.type !== "dir" ? "file" : entry.path.endsWith("/_volumes") ? "above" : "dir"]
     );
     step.expect(
-      `their secret and configmap files are ${STORED_FILE}, owned by the pod's user, in ` +
-        `directories ${DIR}`,
+      "their secret and configmap files are readable by the pod's user and no one else, in " +
+        "directories only the agent can write",
       stored.length > 0 && wrongModes.length === 0,
       wrongModes.map(({ entry }) => `${entry.path} ${entry.mode} ${entry.owner}`),
     );

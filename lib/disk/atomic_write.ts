@@ -7,9 +7,9 @@
  * without writing its content again: straight under a new name, the same way over an old one.
  */
 import { basename, dirname, join } from "node:path";
+import { TEMP_MARKER } from "../core/checkpoint_layout.ts";
 
-/** Every temp file of ours contains this marker, so a sweep never touches anyone else's. */
-export const TEMP_MARKER = ".ckpt-tmp-";
+export { TEMP_MARKER };
 
 export type WriteOutcome = "written" | "unchanged";
 

@@ -30,7 +30,7 @@ import {
   type WriteOutcome,
 } from "./atomic_write.ts";
 import { mapConcurrent } from "../util/map_concurrent.ts";
-import { ensureDir, removeIfEmpty, removeTree } from "./dirs.ts";
+import { ensureDir, removeIfEmpty, removeOwnTree } from "./dirs.ts";
 import { lstatOrUndefined, ParsedFiles } from "./verified_files.ts";
 import { removeVersionsDir } from "./versions.ts";
 
@@ -353,8 +353,10 @@ export async function removeCheckpoint(paths: CheckpointTrees, id: string): Prom
   removed.push(...await removeManifests(paths.staticPodDir, id));
   removed.push(...await removeManifests(paths.inactiveDir, id));
   if (await removeVersionsDir(paths, id) === "removed") removed.push(versionsDir(paths, id));
-  for (const dir of [p.secretsDir, p.configmapsDir]) {
-    if (await removeTree(dir) === "removed") removed.push(dir);
+  for (
+    const [root, dir] of [[paths.secretsDir, p.secretsDir], [paths.configmapsDir, p.configmapsDir]]
+  ) {
+    if (await removeOwnTree(root, dir) === "removed") removed.push(dir);
     if (await removeIfEmpty(dirname(dir)) === "removed") removed.push(dirname(dir));
   }
   return removed;

@@ -4,23 +4,19 @@
  * What a volume must hold is decided from what was fetched; a volume whose objects could not be
  * fetched keeps the files it has, because nothing is ever deleted on the strength of a failure.
  */
-import { dirname, isAbsolute, join, normalize } from "node:path";
+import { isAbsolute, join, normalize } from "node:path";
 import {
-  DIR_MODE,
-  type FileOwner,
-  STORED_FILE_MODE,
+  type FileAccess,
+  type StoredAccess,
+  type StoredFileDirs,
+  unsafeVolumePath,
+  versionFileDirs,
   versionOfDirName,
 } from "../core/checkpoint_layout.ts";
 import type { FileSource, VolumeFiles } from "../core/sanitize.ts";
-import {
-  atomicWrite,
-  type DirSyncs,
-  removeDurably,
-  TEMP_MARKER,
-  withDirSyncs,
-} from "./atomic_write.ts";
+import { atomicWrite, type DirSyncs, removeDurably, withDirSyncs } from "./atomic_write.ts";
 import { forEachSettled } from "../util/map_concurrent.ts";
-import { ensureDir, ensureOwnedDir, removeTree } from "./dirs.ts";
+import { ownedEntries, ownTree, removeTree } from "./dirs.ts";
 import type { ContentKey, VerifiedFiles } from "./verified_files.ts";
 
 /**
@@ -44,29 +40,10 @@ export interface VolumeWriteSummary {
   skipped: { volume: string; reason: string }[];
 }
 
-/** NAME_MAX on Linux file systems. */
-const MAX_NAME_BYTES = 255;
-
-/** Why a file path inside a volume is refused, or undefined when it is safe. */
-function unsafePath(path: string): string | undefined {
-  if (path === "") return "empty path";
-  if (isAbsolute(path)) return "absolute path";
-  if (path.includes("\0")) return "NUL in path";
-  for (const segment of path.split("/")) {
-    if (segment === "") return "empty path segment";
-    // `..` anywhere, and `..data`-style names the kubelet's own atomic writer uses.
-    if (segment.startsWith("..") || segment === ".") return `path segment ${segment}`;
-    if (segment.startsWith(".") && segment.includes(TEMP_MARKER)) {
-      return "name of a temp file of ours";
-    }
-    if (new TextEncoder().encode(segment).length > MAX_NAME_BYTES) return "name too long";
-  }
-  return undefined;
-}
-
-/** A volume directory must be a plain absolute path, as the sanitizer builds them. */
-function unsafeDir(dir: string): boolean {
-  return !isAbsolute(dir) || normalize(dir) !== dir || dir.split("/").includes("..");
+/** A volume's directory must be a plain path below its configured directory, as the sanitizer
+ *  builds them. */
+function unsafeDir({ root, dir }: VolumeFiles): boolean {
+  return !isAbsolute(dir) || normalize(dir) !== dir || !dir.startsWith(`${root}/`);
 }
 
 type Desired = { files: Map<string, Uint8Array>; refused: string[] } | { skip: string };
@@ -99,14 +76,14 @@ function sourceFiles(
 
 /** The files one volume must hold, or why it is left alone this pass. */
 function desiredFiles(volume: VolumeFiles, objects: ObjectData): Desired {
-  if (unsafeDir(volume.dir)) return { skip: `unsafe directory ${JSON.stringify(volume.dir)}` };
+  if (unsafeDir(volume)) return { skip: `unsafe directory ${JSON.stringify(volume.dir)}` };
   const files = new Map<string, Uint8Array>();
   const refused: string[] = [];
   for (const source of volume.sources) {
     const found = sourceFiles(source, objects);
     if ("skip" in found) return found;
     for (const [path, content] of found) {
-      const problem = unsafePath(path);
+      const problem = unsafeVolumePath(path);
       if (problem) refused.push(`file ${JSON.stringify(path)} refused: ${problem}`);
       else files.set(path, content);
     }
@@ -138,36 +115,38 @@ function neededDirs(files: Iterable<string>): Set<string> {
 
 /**
  * Removes what the volume must no longer hold: keys deleted from their object, leftovers of a
- * crash mid-write, and anything not a regular file. Symlinks are removed, never followed.
+ * crash mid-write, and anything not a regular file. `dir` is the agent's (ownTree), and so is
+ * every directory it goes on into (ownedEntries): a link is removed, never followed.
  */
 async function prune(
   dir: string,
   prefix: string,
   files: Map<string, Uint8Array>,
-  dirs: Set<string>,
+  access: StoredAccess,
   syncs: DirSyncs,
 ): Promise<number> {
   let removed = 0;
-  const entries: Deno.DirEntry[] = [];
-  for await (const entry of Deno.readDir(dir)) entries.push(entry);
-  for (const entry of entries) {
+  const entries = await ownedEntries(dir, access.dir);
+  for (const entry of entries.dirs) {
     const rel = `${prefix}${entry.name}`, path = join(dir, entry.name);
-    if (entry.isDirectory) {
-      removed += await prune(path, `${rel}/`, files, dirs, syncs);
-      if (!dirs.has(rel)) {
-        await Deno.remove(path);
-        syncs.removed(path);
-      }
-    } else if (!(entry.isFile && files.has(rel))) {
-      if (await removeDurably(path, syncs) === "removed") removed++;
+    removed += await prune(path, `${rel}/`, files, access, syncs);
+    if (![...files.keys()].some((file) => file.startsWith(`${rel}/`))) {
+      await Deno.remove(path);
+      syncs.removed(path);
+    }
+  }
+  for (const entry of entries.others) {
+    const rel = `${prefix}${entry.name}`;
+    if (!(entry.isFile && files.has(rel))) {
+      if (await removeDurably(join(dir, entry.name), syncs) === "removed") removed++;
     }
   }
   return removed;
 }
 
 /** What a stored file is checked against: all that atomicWrite compares. */
-function storedKey(content: Uint8Array, owner: FileOwner): ContentKey {
-  return [`${STORED_FILE_MODE} ${owner.uid} ${owner.gid}`, content];
+function storedKey(content: Uint8Array, file: FileAccess): ContentKey {
+  return [`${file.mode} ${file.uid} ${file.gid}`, content];
 }
 
 /**
@@ -190,34 +169,32 @@ interface VolumeWrites {
  * `writes.verified`: files found or written whole before, skipped while their stat says no one
  * has touched them since; any other file is read and compared, and rewritten when it differs.
  * The directory entries made are durable once `writes.syncs` is flushed; a file that cannot be
- * written fails the volume once the others are done.
+ * written fails the volume once the others are done. Every directory of the volume is the
+ * agent's before anything in it is looked at (ownTree, ownedEntries), and no one else may write
+ * in it: a file written there lands there.
  */
 async function writeVolume(
-  dir: string,
+  volume: VolumeFiles,
   files: Map<string, Uint8Array>,
-  owner: FileOwner,
+  access: StoredAccess,
   writes: VolumeWrites,
 ): Promise<void> {
   const { summary, syncs, verified } = writes;
-  // Above the volume: the agent's own root-only tree; the volume and below: the pod's user's.
-  await ensureDir(dirname(dir), DIR_MODE, syncs);
-  await ensureOwnedDir(dir, DIR_MODE, owner, syncs);
-  const dirs = neededDirs(files.keys());
-  summary.removed += await prune(dir, "", files, dirs, syncs);
-  for (const sub of [...dirs].sort()) await ensureOwnedDir(join(dir, sub), DIR_MODE, owner, syncs);
+  const { root, dir } = volume;
+  await ownTree(root, dir, access.dir, { sync: syncs });
+  summary.removed += await prune(dir, "", files, access, syncs);
+  for (const sub of [...neededDirs(files.keys())].sort()) {
+    await ownTree(dir, join(dir, sub), access.dir, { above: access.dir, sync: syncs });
+  }
   await forEachSettled([...files.keys()].sort(), FILES_IN_FLIGHT, async (path) => {
     const content = files.get(path) as Uint8Array, file = join(dir, path);
-    const key = verified && storedKey(content, owner);
+    const key = verified && storedKey(content, access.file);
     if (key && verified!.unchanged(file, key)) {
       summary.unchanged++;
       summary.trusted++;
       return;
     }
-    const outcome = await atomicWrite(file, content, {
-      mode: STORED_FILE_MODE,
-      uid: owner.uid,
-      gid: owner.gid,
-    }, syncs);
+    const outcome = await atomicWrite(file, content, access.file, syncs);
     if (key) writes.checked.push([file, key]);
     if (outcome === "written") {
       summary.written++;
@@ -233,19 +210,19 @@ async function writeVolume(
  * each (withDirSyncs); only then are the files marked verified.
  */
 async function volumeWrites(
-  owner: FileOwner,
+  access: StoredAccess,
   verified: VerifiedFiles | undefined,
   work: (writes: VolumeWrites) => Promise<void>,
 ): Promise<VolumeWriteSummary> {
-  const summary = checkedSummary(owner);
+  const summary = checkedSummary(access);
   const checked: [string, ContentKey][] = [];
   await withDirSyncs((syncs) => work({ summary, syncs, verified, checked }));
   for (const [file, key] of checked) verified?.checked(file, key);
   return summary;
 }
 
-function checkedSummary(owner: FileOwner): VolumeWriteSummary {
-  for (const id of [owner.uid, owner.gid]) {
+function checkedSummary(access: StoredAccess): VolumeWriteSummary {
+  for (const id of [access.dir.uid, access.dir.gid, access.file.uid, access.file.gid]) {
     if (!Number.isSafeInteger(id) || id < 0) throw new RangeError(`invalid file owner id ${id}`);
   }
   return { written: 0, unchanged: 0, trusted: 0, removed: 0, bytesWritten: 0, skipped: [] };
@@ -253,7 +230,7 @@ function checkedSummary(owner: FileOwner): VolumeWriteSummary {
 
 /**
  * Brings every volume directory to what the fetched objects say: files and directories with the
- * modes of checkpoint_layout.ts, owned by `owner`, only changed files written, files no longer
+ * owners and modes of `access` (storedAccess), only changed files written, files no longer
  * wanted removed; durable when it returns. An I/O failure is thrown; the volumes before it are
  * done, each file whole or as it was, the volumes after it untouched. `verified`: see
  * writeVolume; it is left remembering only the files these volumes must hold.
@@ -261,11 +238,11 @@ function checkedSummary(owner: FileOwner): VolumeWriteSummary {
 export async function writeVolumeFiles(
   volumes: VolumeFiles[],
   objects: ObjectData,
-  owner: FileOwner,
+  access: StoredAccess,
   verified?: VerifiedFiles,
 ): Promise<VolumeWriteSummary> {
   const wanted = new Set<string>();
-  const summary = await volumeWrites(owner, verified, async (writes) => {
+  const summary = await volumeWrites(access, verified, async (writes) => {
     for (const volume of volumes) {
       const desired = desiredFiles(volume, objects);
       if ("skip" in desired) {
@@ -275,7 +252,7 @@ export async function writeVolumeFiles(
       for (const reason of desired.refused) {
         writes.summary.skipped.push({ volume: volume.volume, reason });
       }
-      await writeVolume(volume.dir, desired.files, owner, writes);
+      await writeVolume(volume, desired.files, access, writes);
       for (const path of desired.files.keys()) wanted.add(join(volume.dir, path));
     }
   });
@@ -284,25 +261,32 @@ export async function writeVolumeFiles(
 }
 
 /**
- * The regular files under `dir`, by path relative to it; undefined when it does not exist.
- * Symlinks and leftover temp files are not copied.
+ * The regular files under `dir`, a directory of the agent's below `root`, by path relative to
+ * it; undefined when it does not exist. Every directory is the agent's before it is read
+ * (ownTree, ownedEntries), so no link leads the copy to a file outside; links and leftover temp
+ * files are not copied.
  */
-async function readVolumeDir(dir: string): Promise<Map<string, Uint8Array> | undefined> {
+async function readVolumeDir(
+  root: string,
+  dir: string,
+): Promise<Map<string, Uint8Array> | undefined> {
+  if (!await ownTree(root, dir, undefined, { create: false })) return undefined;
   const files = new Map<string, Uint8Array>();
   const walk = async (at: string, prefix: string) => {
-    for await (const entry of Deno.readDir(at)) {
+    const entries = await ownedEntries(at);
+    for (const entry of entries.dirs) {
+      if (unsafeVolumePath(entry.name) === undefined) {
+        await walk(join(at, entry.name), `${prefix}${entry.name}/`);
+      }
+    }
+    for (const entry of entries.others) {
       const rel = `${prefix}${entry.name}`;
-      if (unsafePath(rel) !== undefined) continue;
-      if (entry.isDirectory) await walk(join(at, entry.name), `${rel}/`);
-      else if (entry.isFile) files.set(rel, await Deno.readFile(join(at, entry.name)));
+      if (entry.isFile && unsafeVolumePath(rel) === undefined) {
+        files.set(rel, await Deno.readFile(join(at, entry.name)));
+      }
     }
   };
-  try {
-    await walk(dir, "");
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return undefined;
-    throw e;
-  }
+  await walk(dir, "");
   return files;
 }
 
@@ -315,12 +299,12 @@ async function readVolumeDir(dir: string): Promise<Map<string, Uint8Array> | und
 export function copyVolumeFiles(
   volumes: VolumeFiles[],
   from: (dir: string) => string,
-  owner: FileOwner,
+  access: StoredAccess,
 ): Promise<VolumeWriteSummary> {
-  return volumeWrites(owner, undefined, async (writes) => {
+  return volumeWrites(access, undefined, async (writes) => {
     for (const volume of volumes) {
       const source = from(volume.dir);
-      const files = unsafeDir(volume.dir) ? undefined : await readVolumeDir(source);
+      const files = unsafeDir(volume) ? undefined : await readVolumeDir(volume.root, source);
       if (!files) {
         writes.summary.skipped.push({
           volume: volume.volume,
@@ -331,7 +315,7 @@ export function copyVolumeFiles(
       for (const source of volume.sources) {
         if (source.kind === "literal") files.set(...literalFile(source));
       }
-      await writeVolume(volume.dir, files, owner, writes);
+      await writeVolume(volume, files, access, writes);
     }
   });
 }
@@ -341,29 +325,29 @@ export function copyVolumeFiles(
  * files of a secret the pod no longer mounts must not linger until the checkpoint goes. Pass
  * every volume of the pod, skipped ones included, so their kept files stay kept. The
  * directories of other versions (`_v<n>`, inside the first version's) are never touched here.
+ * Every directory walked is the agent's first (ownTree, ownedEntries).
  */
 export async function removeStaleVolumeDirs(
-  podDirs: string[],
+  dirs: StoredFileDirs,
+  pod: { namespace: string; name: string },
+  version: number,
   volumes: VolumeFiles[],
 ): Promise<string[]> {
   const keep = new Set(volumes.map((v) => v.dir));
   const leadsToKept = (path: string) => [...keep].some((dir) => dir.startsWith(`${path}/`));
   const removed: string[] = [];
   const sweep = async (dir: string, top: boolean) => {
-    const entries: Deno.DirEntry[] = [];
-    try {
-      for await (const entry of Deno.readDir(dir)) entries.push(entry);
-    } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return;
-      throw e;
-    }
-    for (const entry of entries) {
+    const entries = await ownedEntries(dir);
+    for (const entry of [...entries.dirs, ...entries.others]) {
       const path = join(dir, entry.name);
       if (keep.has(path) || (top && versionOfDirName(entry.name) !== undefined)) continue;
-      if (entry.isDirectory && leadsToKept(path)) await sweep(path, false);
+      if (entries.dirs.includes(entry) && leadsToKept(path)) await sweep(path, false);
       else if (await removeTree(path) === "removed") removed.push(path);
     }
   };
-  for (const dir of podDirs) await sweep(dir, true);
+  const roots = [dirs.secretsDir, dirs.configmapsDir];
+  for (const [i, dir] of versionFileDirs(dirs, pod.namespace, pod.name, version).entries()) {
+    if (await ownTree(roots[i], dir, undefined, { create: false })) await sweep(dir, true);
+  }
   return removed;
 }

@@ -17,7 +17,6 @@ import {
   CANDIDATE_FILE,
   checkpointPaths,
   type CheckpointTrees,
-  DIR_MODE,
   FIRST_VERSION,
   MANIFEST_MODE,
   originFileName,
@@ -35,13 +34,15 @@ import { formatSchemaError } from "../core/schema_error.ts";
 import { check, int, object, type Schema } from "../core/schema.ts";
 import {
   atomicWrite,
+  type DirSync,
   removeDurably,
   sweepTempFiles,
   withDirSyncs,
   type WriteOutcome,
 } from "./atomic_write.ts";
 import { forEachSettled } from "../util/map_concurrent.ts";
-import { ensureDir, removeTree } from "./dirs.ts";
+import { ownedEntries, ownTree, ownTreeState, removeOwnTree, removeTree } from "./dirs.ts";
+import { lstatOrUndefined } from "./verified_files.ts";
 
 const Version = v.pipe(int(), v.minValue(FIRST_VERSION));
 
@@ -87,12 +88,45 @@ async function readTextOrUndefined(path: string): Promise<string | undefined> {
   }
 }
 
+/**
+ * A checkpoint's versions directory, when it is the agent's own (ownTreeState) and may be read
+ * or changed in place; undefined when it is absent, or when a link or another's directory is
+ * in the way, which is not followed (the next write puts a directory of the agent's there).
+ */
+function ownVersionsDir(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+): string | undefined {
+  const dir = versionsDir(trees, id);
+  return ownTreeState(trees.inactiveDir, dir) === "own" ? dir : undefined;
+}
+
+/** A regular file's text in a directory of the agent's; undefined for anything else. */
+async function readOwnText(dir: string, name: string): Promise<string | undefined> {
+  const path = join(dir, name);
+  return lstatOrUndefined(path)?.isFile ? await readTextOrUndefined(path) : undefined;
+}
+
+/** Makes the versions directory the agent's (ownTree) before anything is written into it. */
+async function ownedVersionsDir(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+  sync: DirSync = true,
+): Promise<string> {
+  const dir = versionsDir(trees, id);
+  await ownTree(trees.inactiveDir, dir, undefined, { sync });
+  return dir;
+}
+
 async function readJsonFile<T>(
-  path: string,
+  dir: string | undefined,
+  name: string,
   schema: Schema<T>,
   problems: string[],
 ): Promise<T | undefined> {
-  const text = await readTextOrUndefined(path);
+  if (dir === undefined) return undefined;
+  const path = join(dir, name);
+  const text = await readOwnText(dir, name);
   if (text === undefined) return undefined;
   let doc: unknown;
   try {
@@ -112,8 +146,14 @@ export async function readStoredVersions(
   trees: Pick<CheckpointTrees, "inactiveDir">,
   id: string,
 ): Promise<StoredVersions> {
-  const dir = versionsDir(trees, id);
+  const dir = ownVersionsDir(trees, id);
   const out: StoredVersions = { versions: [], problems: [] };
+  if (dir === undefined) {
+    if (ownTreeState(trees.inactiveDir, versionsDir(trees, id)) === "foreign") {
+      out.problems.push(`${versionsDir(trees, id)}: not a directory of the agent's; not read`);
+    }
+    return out;
+  }
   const numbers: number[] = [];
   try {
     for await (const entry of Deno.readDir(dir)) {
@@ -125,11 +165,11 @@ export async function readStoredVersions(
     throw e;
   }
   for (const version of numbers.sort((a, b) => a - b)) {
-    const text = await readTextOrUndefined(join(dir, versionFileName(version)));
+    const text = await readOwnText(dir, versionFileName(version));
     if (text !== undefined) out.versions.push({ version, text });
   }
-  const candidate = await readJsonFile(join(dir, CANDIDATE_FILE), CandidateSchema, out.problems);
-  const pinned = await readJsonFile(join(dir, PIN_FILE), PinSchema, out.problems);
+  const candidate = await readJsonFile(dir, CANDIDATE_FILE, CandidateSchema, out.problems);
+  const pinned = await readJsonFile(dir, PIN_FILE, PinSchema, out.problems);
   return {
     ...out,
     ...(candidate ? { candidate } : {}),
@@ -155,8 +195,7 @@ async function writeIntoVersionsDir(
   name: string,
   text: string,
 ): Promise<WriteOutcome> {
-  const dir = versionsDir(trees, id);
-  await ensureDir(dir, DIR_MODE);
+  const dir = await ownedVersionsDir(trees, id);
   return await atomicWrite(join(dir, name), text, { mode: MANIFEST_MODE });
 }
 
@@ -187,9 +226,8 @@ export async function writeVersion(
     [versionFileName(version), files.manifest],
   ];
   if (files.pin) writes.push([PIN_FILE, pinText(files.pin)]);
-  const dir = versionsDir(trees, id);
   await withDirSyncs(async (syncs) => {
-    await ensureDir(dir, DIR_MODE, syncs);
+    const dir = await ownedVersionsDir(trees, id, syncs);
     await forEachSettled(writes, writes.length, async ([name, text]) => {
       await atomicWrite(join(dir, name), text, { mode: MANIFEST_MODE }, syncs);
     });
@@ -212,11 +250,7 @@ export async function readOrigin(
   id: string,
   version: number,
 ): Promise<StoredOrigin | undefined> {
-  return await readJsonFile(
-    join(versionsDir(trees, id), originFileName(version)),
-    OriginSchema,
-    [],
-  );
+  return await readJsonFile(ownVersionsDir(trees, id), originFileName(version), OriginSchema, []);
 }
 
 /** Stores what version `version` was made from: before its manifest, so that both are there. */
@@ -241,7 +275,17 @@ export async function removeCandidate(
   trees: Pick<CheckpointTrees, "inactiveDir">,
   id: string,
 ): Promise<"removed" | "absent"> {
-  return await removeDurably(join(versionsDir(trees, id), CANDIDATE_FILE));
+  return await removeFromVersionsDir(trees, id, CANDIDATE_FILE);
+}
+
+/** Deletes one file of the versions directory; nothing when that is not the agent's own. */
+async function removeFromVersionsDir(
+  trees: Pick<CheckpointTrees, "inactiveDir">,
+  id: string,
+  name: string,
+): Promise<"removed" | "absent"> {
+  const dir = ownVersionsDir(trees, id);
+  return dir === undefined ? "absent" : await removeDurably(join(dir, name));
 }
 
 export function writePin(
@@ -256,7 +300,7 @@ export async function removePin(
   trees: Pick<CheckpointTrees, "inactiveDir">,
   id: string,
 ): Promise<"removed" | "absent"> {
-  return await removeDurably(join(versionsDir(trees, id), PIN_FILE));
+  return await removeFromVersionsDir(trees, id, PIN_FILE);
 }
 
 /** A checkpoint's whole versions directory, for its removal. */
@@ -264,7 +308,7 @@ export async function removeVersionsDir(
   trees: Pick<CheckpointTrees, "inactiveDir">,
   id: string,
 ): Promise<"removed" | "absent"> {
-  return await removeTree(versionsDir(trees, id));
+  return await removeOwnTree(trees.inactiveDir, versionsDir(trees, id));
 }
 
 /** A stored manifest's pod; undefined when the text is not one. */
@@ -291,14 +335,13 @@ export async function pruneVersions(
   opts: { keep: number; kept: number; inUse: string[] },
 ): Promise<number[]> {
   const { namespace, name } = validId(id);
-  const dir = versionsDir(trees, id);
   const stored = await readStoredVersions(trees, id);
   const newest = stored.versions.map((v) => v.version).slice(-opts.keep);
   const removed: number[] = [];
   for (const { version } of stored.versions) {
     if (version === opts.kept || newest.includes(version)) continue;
-    await removeDurably(join(dir, versionFileName(version)));
-    await removeDurably(join(dir, originFileName(version)));
+    await removeFromVersionsDir(trees, id, versionFileName(version));
+    await removeFromVersionsDir(trees, id, originFileName(version));
     removed.push(version);
   }
   const mounted = new Set<number>();
@@ -312,23 +355,27 @@ export async function pruneVersions(
     if (!pod) return removed;
     for (const version of versionsMounted(trees, id, pod)) mounted.add(version);
   }
-  for (const podDir of podFileDirs(trees, namespace, name)) {
-    await removeUnmountedVersions(podDir, mounted);
+  const roots = [trees.secretsDir, trees.configmapsDir];
+  for (const [i, podDir] of podFileDirs(trees, namespace, name).entries()) {
+    await removeUnmountedVersions(roots[i], podDir, mounted);
   }
-  await sweepTempFiles(dir);
+  const dir = ownVersionsDir(trees, id);
+  if (dir !== undefined) await sweepTempFiles(dir);
   return removed;
 }
 
-/** Removes the directories of versions in `podDir` that are not `mounted`. */
-async function removeUnmountedVersions(podDir: string, mounted: ReadonlySet<number>) {
-  const entries: Deno.DirEntry[] = [];
-  try {
-    for await (const entry of Deno.readDir(podDir)) entries.push(entry);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return;
-    throw e;
-  }
-  for (const entry of entries) {
+/**
+ * Removes the directories of versions in `podDir`, below the configured `root`, that are not
+ * `mounted`; every directory walked is the agent's first (ownTree, ownedEntries).
+ */
+async function removeUnmountedVersions(
+  root: string,
+  podDir: string,
+  mounted: ReadonlySet<number>,
+) {
+  if (!await ownTree(root, podDir, undefined, { create: false })) return;
+  const entries = await ownedEntries(podDir);
+  for (const entry of [...entries.dirs, ...entries.others]) {
     const version = versionOfDirName(entry.name) ?? FIRST_VERSION;
     if (!mounted.has(version)) await removeTree(join(podDir, entry.name));
   }

@@ -8,8 +8,8 @@ import type { Config } from "../config/types.ts";
 import {
   checkpointPaths,
   type CheckpointTrees,
-  type FileOwner,
-  storedFilesOwner,
+  type StoredAccess,
+  storedAccess,
   versionFileDirs,
   versionsDir,
 } from "../core/checkpoint_layout.ts";
@@ -27,6 +27,7 @@ import {
 import { sanitizeCheckpoint, type SanitizedCheckpoint } from "../core/sanitize.ts";
 import { actionOf } from "../core/state.ts";
 import { formatInstant, type Instant, millisToDuration, parseInstant } from "../core/time.ts";
+import { agentUid } from "../disk/dirs.ts";
 import { renderManifest, writeInactiveManifest } from "../disk/manifests.ts";
 import {
   manifestTexts,
@@ -161,7 +162,7 @@ interface Work {
   parentKey: string;
   /** Its manifest's file name (assignManifestNames). */
   file: string;
-  owner: FileOwner;
+  access: StoredAccess;
   now: Instant;
   refreshDue: boolean;
   apiAvailable: boolean;
@@ -276,8 +277,8 @@ export class CheckpointWriter {
     const left = await writes.forEachCheckpoint(report, [...looks.keys()], async (id, out) => {
       const parent = result.parents.get(id)!;
       await writes.attempt(out, "checkpoint", id, async () => {
-        const owner = storedFilesOwner(parent);
-        if ("error" in owner) throw new Error(`cannot store files for this pod: ${owner.error}`);
+        const access = storedAccess(parent, agentUid());
+        if ("error" in access) throw new Error(`cannot store files for this pod: ${access.error}`);
         const file = names.names.get(id);
         if (file === undefined) {
           throw new Error(`no file name is free for its manifest (${blocked.get(id)}); left alone`);
@@ -290,7 +291,7 @@ export class CheckpointWriter {
           parent,
           parentKey,
           file,
-          owner,
+          access,
           now,
           refreshDue,
           apiAvailable,
@@ -495,12 +496,8 @@ export class CheckpointWriter {
     );
     let verified = this.#storedFiles.get(id);
     if (!verified) this.#storedFiles.set(id, verified = new VerifiedFiles());
-    const files = await writeVolumeFiles(sanitized.volumes, objects.data, work.owner, verified);
-    const { namespace, name } = parent.metadata;
-    const stale = await removeStaleVolumeDirs(
-      versionFileDirs(config, namespace, name, version),
-      sanitized.volumes,
-    );
+    const files = await writeVolumeFiles(sanitized.volumes, objects.data, work.access, verified);
+    const stale = await removeStaleVolumeDirs(config, parent.metadata, version, sanitized.volumes);
     files.removed += stale.length;
     if (files.written + files.removed > 0) {
       writes.applied(work.out, {
@@ -597,8 +594,8 @@ export class CheckpointWriter {
     );
     if (!predecessor) return false;
     const heir = inheritedParent(predecessor.parent, parent);
-    const owner = storedFilesOwner(heir);
-    if ("error" in owner) return false;
+    const access = storedAccess(heir, agentUid());
+    if ("error" in access) return false;
     const version = firstVersion(heir, config, stored);
     const sanitized = sanitizeCheckpoint(heir, config, version);
     const from = { id: predecessor.id, version: predecessor.version };
@@ -608,7 +605,7 @@ export class CheckpointWriter {
         name: predecessor.parent.metadata.name,
         version: predecessor.version,
       }),
-      owner,
+      access,
     );
     // What the predecessor has no files for is fetched, as a first version's files are: a copy
     // that mounts nothing there would not start either.
@@ -618,7 +615,7 @@ export class CheckpointWriter {
     const left = new Set(missing.map((v) => v.volume));
     if (missing.length > 0 && work.apiAvailable) {
       const objects = await this.#fetchObjects(namespace, missing, work.refresh);
-      const fetched = await writeVolumeFiles(missing, objects.data, owner);
+      const fetched = await writeVolumeFiles(missing, objects.data, access);
       left.clear();
       for (const s of fetched.skipped) left.add(s.volume);
     }

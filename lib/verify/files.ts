@@ -7,13 +7,12 @@ import { basename, join } from "node:path";
 import {
   checkpointPaths,
   type CheckpointTrees,
-  DIR_MODE,
-  type FileOwner,
+  type FileAccess,
   hostPathsOf,
   MANIFEST_MODE,
   manifestFileNames,
-  STORED_FILE_MODE,
-  storedFilesOwner,
+  type StoredAccess,
+  storedAccess,
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import { isCheckpoint, podId } from "../core/pod.ts";
@@ -21,7 +20,7 @@ import { apiReferences } from "../core/sanitize.ts";
 import { equalBytes, TEMP_MARKER } from "../disk/atomic_write.ts";
 import { type ManifestDir, type ManifestFile, readManifestDir } from "../disk/manifests.ts";
 import { type Check, type Finding, modeFinding } from "./check.ts";
-import { pathExists } from "../disk/dirs.ts";
+import { agentUid, pathExists } from "../disk/dirs.ts";
 import { parseManifestText, readStoredVersions } from "../disk/versions.ts";
 
 async function bytesEqual(a: string, b: string): Promise<boolean> {
@@ -109,10 +108,25 @@ export function manifestCheck(paths: CheckpointTrees): Check {
   };
 }
 
-/** Walks one stored directory: only regular files and directories, with their modes and owner. */
-async function checkTree(path: string, owner: FileOwner, findings: Finding[]): Promise<number> {
+/** Who owns a stored entry, and with which mode, against what its pod's files must have. */
+function accessFindings(path: string, info: Deno.FileInfo, want: FileAccess): Finding[] {
+  const findings = modeFinding(path, info.mode! & 0o7777, want.mode);
+  if (info.uid !== want.uid || info.gid !== want.gid) {
+    findings.push({
+      file: path,
+      problem: `owned by ${info.uid}:${info.gid}, expected ${want.uid}:${want.gid}`,
+    });
+  }
+  return findings;
+}
+
+/**
+ * Walks one stored directory: only regular files and directories, readable by the pod's user
+ * (and its fsGroup) and no one else but root, in directories no one but the agent can change
+ * (storedAccess).
+ */
+async function checkTree(path: string, access: StoredAccess, findings: Finding[]): Promise<number> {
   const info = await Deno.lstat(path);
-  const mode = info.mode! & 0o7777;
   const kind = info.isDirectory ? "dir" : info.isFile ? "file" : "other";
   if (kind === "other") {
     findings.push({ file: path, problem: "neither a regular file nor a directory" });
@@ -121,18 +135,11 @@ async function checkTree(path: string, owner: FileOwner, findings: Finding[]): P
   if (kind === "file" && path.includes(TEMP_MARKER)) {
     findings.push({ file: path, problem: "leftover temp file of an interrupted write" });
   }
-  findings.push(...modeFinding(path, mode, kind === "dir" ? DIR_MODE : STORED_FILE_MODE));
-  const { uid, gid } = owner;
-  if (info.uid !== uid || info.gid !== gid) {
-    findings.push({
-      file: path,
-      problem: `owned by ${info.uid}:${info.gid}, expected ${uid}:${gid}`,
-    });
-  }
+  findings.push(...accessFindings(path, info, access[kind]));
   let checked = 1;
   if (kind === "dir") {
     for await (const entry of Deno.readDir(path)) {
-      checked += await checkTree(join(path, entry.name), owner, findings);
+      checked += await checkTree(join(path, entry.name), access, findings);
     }
   }
   return checked;
@@ -165,7 +172,7 @@ async function podDirsUnder(base: string): Promise<string[]> {
   return out;
 }
 
-/** The stored files every checkpoint mounts exist, are private, and belong to its pod's user. */
+/** The stored files every checkpoint mounts exist, and only its pod's user can read them. */
 export function storedFilesCheck(paths: CheckpointTrees): Check {
   return {
     name: "stored secret and configmap files",
@@ -179,9 +186,9 @@ export function storedFilesCheck(paths: CheckpointTrees): Check {
         if (!isCheckpoint(m.pod) || !parseValidId(id)) continue;
         const p = checkpointPaths(paths, id);
         podDirs.add(p.secretsDir).add(p.configmapsDir);
-        const owner = storedFilesOwner(m.pod);
-        if ("error" in owner) {
-          findings.push({ file: m.file, problem: owner.error });
+        const access = storedAccess(m.pod, agentUid());
+        if ("error" in access) {
+          findings.push({ file: m.file, problem: access.error });
           continue;
         }
         // Every version kept mounts files of its own (docs/design.md#versions).
@@ -206,7 +213,7 @@ export function storedFilesCheck(paths: CheckpointTrees): Check {
             findings.push({ file: dir, problem: `mounted by ${id} but not stored yet` });
             continue;
           }
-          checked += await checkTree(dir, owner, findings);
+          checked += await checkTree(dir, access, findings);
         }
       }
       for (const base of bases) {

@@ -36,16 +36,19 @@ for (let i = 0; i < count; i++) {
   const volumes: VolumeFiles[] = [
     {
       volume: "a",
+      root: trees.secretsDir,
       dir: `${secretsDir}/a`,
       sources: [{ kind: "secret", name: "a", optional: false }],
     },
     {
       volume: "b",
+      root: trees.secretsDir,
       dir: `${secretsDir}/b`,
       sources: [{ kind: "secret", name: "b", optional: false }],
     },
     {
       volume: "c",
+      root: trees.configmapsDir,
       dir: `${configmapsDir}/c`,
       sources: [{ kind: "configMap", name: "c", optional: false }],
     },
@@ -55,7 +58,10 @@ for (let i = 0; i < count; i++) {
     ["secret/b", { key: bytes(`b ${name}`), crt: bytes("b") }],
     ["configMap/c", { one: bytes(`c ${name}`), two: bytes("c") }],
   ]);
-  const files = await writeVolumeFiles(volumes, objects, { uid: 1234, gid: 1234 });
+  const files = await writeVolumeFiles(volumes, objects, {
+    dir: { uid: 0, gid: 1234, mode: 0o750 },
+    file: { uid: 0, gid: 1234, mode: 0o640 },
+  });
   say(`files ${files.written}`);
 }
 

@@ -1,7 +1,11 @@
 /** Secret, configmap and downward-API files of checkpoints, on a real file system, as root. */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import type { Pod } from "../../lib/core/pod.ts";
-import { storedFilesOwner } from "../../lib/core/checkpoint_layout.ts";
+import {
+  type FileAccess,
+  type StoredAccess,
+  storedAccess,
+} from "../../lib/core/checkpoint_layout.ts";
 import { sanitizeCheckpoint, type VolumeFiles } from "../../lib/core/sanitize.ts";
 import {
   copyVolumeFiles,
@@ -15,7 +19,11 @@ import { withTempDir } from "../helpers/temp_dir.ts";
 import { untilSettled } from "../helpers/until.ts";
 import { type Entry, tree } from "../helpers/tree.ts";
 
-const OWNER = { uid: 1234, gid: 5678 };
+/** A pod with an fsGroup: the agent's files and directories, in its group. */
+const OWNER: StoredAccess = {
+  dir: { uid: 0, gid: 5678, mode: 0o750 },
+  file: { uid: 0, gid: 5678, mode: 0o640 },
+};
 const bytes = (text: string) => new TextEncoder().encode(text);
 
 function secretData(data: Record<string, string>): Record<string, Uint8Array> {
@@ -31,17 +39,28 @@ function fetched(objects: Record<string, Record<string, string> | "absent">): Ob
   );
 }
 
-const file = (content: string, owner = OWNER): Entry => ({
+const file = (content: string, access: FileAccess = OWNER.file): Entry => ({
   type: "file",
-  mode: 0o600,
-  ...owner,
+  ...access,
   content,
 });
-const dir = (owner = OWNER): Entry => ({ type: "dir", mode: 0o700, ...owner });
-const ROOT = { uid: 0, gid: 0 };
+const dir = (access: FileAccess = OWNER.dir): Entry => ({ type: "dir", ...access });
+/** A pod whose containers run as one user, without an fsGroup. */
+const OTHER: StoredAccess = {
+  dir: { uid: 0, gid: 0, mode: 0o755 },
+  file: { uid: 4321, gid: 0, mode: 0o600 },
+};
+/** The agent's own directories above a volume's. */
+const ROOT = { uid: 0, gid: 0, mode: 0o700 };
 
-function volume(name: string, dirPath: string, sources: VolumeFiles["sources"]): VolumeFiles {
-  return { volume: name, dir: dirPath, sources };
+/** A volume of files stored below `root` (the secrets or configmaps dir). */
+function volume(
+  root: string,
+  name: string,
+  dirPath: string,
+  sources: VolumeFiles["sources"],
+): VolumeFiles {
+  return { volume: name, root, dir: dirPath, sources };
 }
 
 Deno.test("the kube-apiserver fixture's volumes, end to end from the sanitizer", async () => {
@@ -53,7 +72,7 @@ Deno.test("the kube-apiserver fixture's volumes, end to end from the sanitizer",
       secretsDir: `${root}/secrets`,
       configmapsDir: `${root}/configmaps`,
     });
-    const owner = storedFilesOwner(parent);
+    const owner = storedAccess(parent, 0);
     assert(!("error" in owner));
     const objects: ObjectData = new Map([
       [objectKey("secret", "kube-apiserver"), secretData({ "tls.crt": "CRT", "tls.key": "KEY" })],
@@ -70,34 +89,34 @@ Deno.test("the kube-apiserver fixture's volumes, end to end from the sanitizer",
       bytesWritten: 28,
       skipped: [],
     });
-    const o = { uid: 65534, gid: 65534 };
+    const o = owner;
     assertEquals(await tree(root), {
       "configmaps": dir(ROOT),
       "configmaps/kube-system": dir(ROOT),
       "configmaps/kube-system/kube-apiserver-7x2kq": dir(ROOT),
       "configmaps/kube-system/kube-apiserver-7x2kq/_volumes": dir(ROOT),
-      "configmaps/kube-system/kube-apiserver-7x2kq/_volumes/audit-policy": dir(o),
-      "configmaps/kube-system/kube-apiserver-7x2kq/_volumes/audit-policy/audit": dir(o),
+      "configmaps/kube-system/kube-apiserver-7x2kq/_volumes/audit-policy": dir(o.dir),
+      "configmaps/kube-system/kube-apiserver-7x2kq/_volumes/audit-policy/audit": dir(o.dir),
       "configmaps/kube-system/kube-apiserver-7x2kq/_volumes/audit-policy/audit/policy.yaml": file(
         "rules: []",
-        o,
+        o.file,
       ),
       "secrets": dir(ROOT),
       "secrets/kube-system": dir(ROOT),
       "secrets/kube-system/kube-apiserver-7x2kq": dir(ROOT),
       "secrets/kube-system/kube-apiserver-7x2kq/_volumes": dir(ROOT),
-      "secrets/kube-system/kube-apiserver-7x2kq/_volumes/kube-api-access-5xq8n": dir(o),
+      "secrets/kube-system/kube-apiserver-7x2kq/_volumes/kube-api-access-5xq8n": dir(o.dir),
       "secrets/kube-system/kube-apiserver-7x2kq/_volumes/kube-api-access-5xq8n/ca.crt": file(
         "CA",
-        o,
+        o.file,
       ),
       "secrets/kube-system/kube-apiserver-7x2kq/_volumes/kube-api-access-5xq8n/namespace": file(
         "kube-system",
-        o,
+        o.file,
       ),
-      "secrets/kube-system/kube-apiserver-7x2kq/kube-apiserver": dir(o),
-      "secrets/kube-system/kube-apiserver-7x2kq/kube-apiserver/tls.crt": file("CRT", o),
-      "secrets/kube-system/kube-apiserver-7x2kq/kube-apiserver/tls.key": file("KEY", o),
+      "secrets/kube-system/kube-apiserver-7x2kq/kube-apiserver": dir(o.dir),
+      "secrets/kube-system/kube-apiserver-7x2kq/kube-apiserver/tls.crt": file("CRT", o.file),
+      "secrets/kube-system/kube-apiserver-7x2kq/kube-apiserver/tls.key": file("KEY", o.file),
     });
 
     // Nothing changed: nothing written.
@@ -116,7 +135,9 @@ Deno.test("the kube-apiserver fixture's volumes, end to end from the sanitizer",
 
 Deno.test("stored files unchanged by stat are not read; touched ones and new data are", async () => {
   await withTempDir(async (root) => {
-    const v = [volume("certs", `${root}/v`, [{ kind: "secret", name: "s", optional: false }])];
+    const v = [
+      volume(root, "certs", `${root}/v`, [{ kind: "secret", name: "s", optional: false }]),
+    ];
     const data = (d: Record<string, string>): ObjectData => new Map([["secret/s", secretData(d)]]);
     // A clock ahead of the files' ctimes: what was written is trusted at once.
     const verified = new VerifiedFiles(() => Date.now() + 2 * TRUSTED_AGE_MS);
@@ -151,7 +172,7 @@ Deno.test("stored files unchanged by stat are not read; touched ones and new dat
     assertEquals(await Deno.readTextFile(`${root}/v/b`), "3333");
 
     // Another owner: the files are checked again, and repaired.
-    const other = { uid: 4321, gid: 8765 };
+    const other = OTHER;
     assertEquals(await writeVolumeFiles(v, next, other, verified), summary(2, 0, 8));
     assertEquals(await writeVolumeFiles(v, next, other, verified), summary(0, 2, 0));
   });
@@ -159,7 +180,9 @@ Deno.test("stored files unchanged by stat are not read; touched ones and new dat
 
 Deno.test("a key deleted from a secret is removed; a changed one rewritten", async () => {
   await withTempDir(async (root) => {
-    const v = [volume("certs", `${root}/v`, [{ kind: "secret", name: "s", optional: false }])];
+    const v = [
+      volume(root, "certs", `${root}/v`, [{ kind: "secret", name: "s", optional: false }]),
+    ];
     const data = (d: Record<string, string>): ObjectData => new Map([["secret/s", secretData(d)]]);
     await writeVolumeFiles(v, data({ a: "1", b: "2", c: "3" }), OWNER);
     const summary = await writeVolumeFiles(v, data({ a: "1", c: "33" }), OWNER);
@@ -181,7 +204,7 @@ Deno.test("an absent optional source adds nothing; an absent required one skips 
       { kind: "secret", name: "req", optional: false },
       { kind: "configMap", name: "opt", optional: true },
     ];
-    const v = [volume("mixed", `${root}/v`, sources)];
+    const v = [volume(root, "mixed", `${root}/v`, sources)];
     await writeVolumeFiles(
       v,
       fetched({ "secret/req": { k: "v" }, "configMap/opt": "absent" }),
@@ -220,12 +243,12 @@ Deno.test("an absent optional source adds nothing; an absent required one skips 
 Deno.test("a failed fetch keeps every file of the volume, even with other sources fetched", async () => {
   await withTempDir(async (root) => {
     const v = [
-      volume("projected", `${root}/p`, [
+      volume(root, "projected", `${root}/p`, [
         { kind: "secret", name: "a", optional: false },
         { kind: "configMap", name: "b", optional: true },
         { kind: "literal", path: "namespace", content: "ns" },
       ]),
-      volume("other", `${root}/o`, [{ kind: "secret", name: "c", optional: false }]),
+      volume(root, "other", `${root}/o`, [{ kind: "secret", name: "c", optional: false }]),
     ];
     const all: ObjectData = new Map([
       ["secret/a", secretData({ a: "1" })],
@@ -263,10 +286,10 @@ Deno.test("items: each key at its path, missing keys as the kubelet treats them"
       path: "deep/er/x",
     }];
     const required = [
-      volume("req", `${root}/r`, [{ kind: "configMap", name: "cm", optional: false, items }]),
+      volume(root, "req", `${root}/r`, [{ kind: "configMap", name: "cm", optional: false, items }]),
     ];
     const optional = [
-      volume("opt", `${root}/o`, [{ kind: "configMap", name: "cm", optional: true, items }]),
+      volume(root, "opt", `${root}/o`, [{ kind: "configMap", name: "cm", optional: true, items }]),
     ];
     const objects: ObjectData = new Map([[
       "configMap/cm",
@@ -291,7 +314,7 @@ Deno.test("items: each key at its path, missing keys as the kubelet treats them"
       "deep/er/x",
     ]);
     const fewer = [
-      volume("opt", `${root}/o`, [{
+      volume(root, "opt", `${root}/o`, [{
         kind: "configMap",
         name: "cm",
         optional: true,
@@ -329,7 +352,7 @@ Deno.test("paths that could leave the volume directory are refused, the rest wri
       "nul\0byte",
       "x".repeat(256),
     ];
-    const v = [volume("v", `${root}/vol/v`, [
+    const v = [volume(root, "v", `${root}/vol/v`, [
       {
         kind: "configMap",
         name: "cm",
@@ -373,7 +396,7 @@ Deno.test("paths that could leave the volume directory are refused, the rest wri
 
 Deno.test("a path cannot be both a file and a directory", async () => {
   await withTempDir(async (root) => {
-    const v = [volume("v", `${root}/v`, [
+    const v = [volume(root, "v", `${root}/v`, [
       { kind: "literal", path: "a", content: "file" },
       { kind: "literal", path: "a/b", content: "under a file" },
     ])];
@@ -383,13 +406,13 @@ Deno.test("a path cannot be both a file and a directory", async () => {
 
     // What was a file becomes a directory, and back.
     await writeVolumeFiles(
-      [volume("v", `${root}/v`, [{ kind: "literal", path: "a/b", content: "1" }])],
+      [volume(root, "v", `${root}/v`, [{ kind: "literal", path: "a/b", content: "1" }])],
       new Map(),
       OWNER,
     );
     assertEquals(await tree(`${root}/v`), { a: dir(), "a/b": file("1") });
     await writeVolumeFiles(
-      [volume("v", `${root}/v`, [{ kind: "literal", path: "a", content: "2" }])],
+      [volume(root, "v", `${root}/v`, [{ kind: "literal", path: "a", content: "2" }])],
       new Map(),
       OWNER,
     );
@@ -402,7 +425,7 @@ Deno.test("symlinks planted in a volume are replaced, never followed", async () 
     await Deno.mkdir(`${root}/outside`);
     await Deno.writeTextFile(`${root}/outside/target`, "precious");
     await Deno.chmod(`${root}/outside/target`, 0o644);
-    const v = [volume("v", `${root}/v`, [
+    const v = [volume(root, "v", `${root}/v`, [
       { kind: "literal", path: "sub/file", content: "new" },
       { kind: "literal", path: "target", content: "new" },
     ])];
@@ -413,7 +436,7 @@ Deno.test("symlinks planted in a volume are replaced, never followed", async () 
     await Deno.symlink(`${root}/outside`, `${root}/v/stray`);
     await writeVolumeFiles(v, new Map(), OWNER);
     assertEquals(await tree(`${root}/outside`), {
-      target: { type: "file", mode: 0o644, ...ROOT, content: "precious" },
+      target: { type: "file", mode: 0o644, uid: 0, gid: 0, content: "precious" },
     });
     assertEquals(await tree(`${root}/v`), {
       sub: dir(),
@@ -425,18 +448,18 @@ Deno.test("symlinks planted in a volume are replaced, never followed", async () 
 
 Deno.test("owner and modes are repaired; leftovers of a crash are removed", async () => {
   await withTempDir(async (root) => {
-    const v = [volume("v", `${root}/v`, [{ kind: "literal", path: "d/f", content: "x" }])];
+    const v = [volume(root, "v", `${root}/v`, [{ kind: "literal", path: "d/f", content: "x" }])];
     await writeVolumeFiles(v, new Map(), OWNER);
     await Deno.chmod(`${root}/v/d`, 0o755);
     await Deno.chown(`${root}/v`, 0, 0);
     await Deno.writeTextFile(`${root}/v/d/.f.ckpt-tmp-42`, "half written");
 
-    // The pod now runs as another user: everything is handed over.
-    const other = { uid: 4321, gid: 8765 };
-    const summary = await writeVolumeFiles(v, new Map(), other);
+    // The pod now runs as one user, without an fsGroup: the files are its, the directories
+    // the agent's.
+    const summary = await writeVolumeFiles(v, new Map(), OTHER);
     assertEquals([summary.written, summary.removed], [1, 1]);
-    assertEquals(await tree(`${root}/v`), { d: dir(other), "d/f": file("x", other) });
-    assertEquals((await Deno.stat(`${root}/v`)).uid, other.uid);
+    assertEquals(await tree(`${root}/v`), { d: dir(OTHER.dir), "d/f": file("x", OTHER.file) });
+    assertEquals((await Deno.stat(`${root}/v`)).mode! & 0o7777, OTHER.dir.mode);
   });
 });
 
@@ -445,9 +468,9 @@ Deno.test("a volume directory that is not a plain absolute path is refused", asy
     const literal = [{ kind: "literal" as const, path: "f", content: "x" }];
     const summary = await writeVolumeFiles(
       [
-        volume("a", `${root}/x/../../escape`, literal),
-        volume("b", "relative/dir", literal),
-        volume("c", `${root}/a//b`, literal),
+        volume(root, "a", `${root}/x/../../escape`, literal),
+        volume(root, "b", "relative/dir", literal),
+        volume(root, "c", `${root}/a//b`, literal),
       ],
       new Map(),
       OWNER,
@@ -462,19 +485,25 @@ Deno.test("directories of volumes the pod no longer has are removed, current one
     const pod = [`${root}/secrets/ns/pod`, `${root}/configmaps/ns/pod`];
     const literal = [{ kind: "literal" as const, path: "f", content: "x" }];
     const before = [
-      volume("old-secret", `${pod[0]}/old`, literal),
-      volume("kept", `${pod[0]}/kept`, literal),
-      volume("old-projected", `${pod[0]}/_volumes/gone`, literal),
-      volume("projected", `${pod[0]}/_volumes/api`, literal),
-      volume("cm", `${pod[1]}/cm`, literal),
+      volume(root, "old-secret", `${pod[0]}/old`, literal),
+      volume(root, "kept", `${pod[0]}/kept`, literal),
+      volume(root, "old-projected", `${pod[0]}/_volumes/gone`, literal),
+      volume(root, "projected", `${pod[0]}/_volumes/api`, literal),
+      volume(root, "cm", `${pod[1]}/cm`, literal),
     ];
     await writeVolumeFiles(before, new Map(), OWNER);
     await Deno.writeTextFile(`${pod[0]}/stray-file`, "x");
     // Another pod's directory is none of this pod's business.
-    await writeVolumeFiles([volume("x", `${root}/secrets/ns/pod-2/x`, literal)], new Map(), OWNER);
+    await writeVolumeFiles(
+      [volume(root, "x", `${root}/secrets/ns/pod-2/x`, literal)],
+      new Map(),
+      OWNER,
+    );
 
     const now = [before[1], before[3]];
-    assertEquals((await removeStaleVolumeDirs(pod, now)).sort(), [
+    const dirs = { secretsDir: `${root}/secrets`, configmapsDir: `${root}/configmaps` };
+    const id = { namespace: "ns", name: "pod" };
+    assertEquals((await removeStaleVolumeDirs(dirs, id, 1, now)).sort(), [
       `${pod[1]}/cm`,
       `${pod[0]}/_volumes/gone`,
       `${pod[0]}/old`,
@@ -492,7 +521,8 @@ Deno.test("directories of volumes the pod no longer has are removed, current one
       "ns/pod-2/x",
       "ns/pod-2/x/f",
     ]);
-    assertEquals(await removeStaleVolumeDirs([...pod, `${root}/absent`], now), []);
+    assertEquals(await removeStaleVolumeDirs(dirs, id, 1, now), []);
+    assertEquals(await removeStaleVolumeDirs(dirs, { ...id, name: "absent" }, 1, now), []);
   });
 });
 
@@ -500,12 +530,12 @@ Deno.test("copyVolumeFiles: another version's files, downward-API files rendered
   await withTempDir(async (root) => {
     const from = `${root}/old`, to = `${root}/new`;
     const volumes = [
-      volume("tls", `${to}/tls`, [{ kind: "secret", name: "tls", optional: false }]),
-      volume("info", `${to}/_volumes/info`, [
+      volume(root, "tls", `${to}/tls`, [{ kind: "secret", name: "tls", optional: false }]),
+      volume(root, "info", `${to}/_volumes/info`, [
         { kind: "configMap", name: "ca", optional: false },
         { kind: "literal", path: "name", content: "new-pod" },
       ]),
-      volume("gone", `${to}/gone`, [{ kind: "secret", name: "gone", optional: false }]),
+      volume(root, "gone", `${to}/gone`, [{ kind: "secret", name: "gone", optional: false }]),
     ];
     await Deno.mkdir(`${from}/tls/sub`, { recursive: true });
     await Deno.writeTextFile(`${from}/tls/tls.key`, "KEY");

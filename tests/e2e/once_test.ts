@@ -55,18 +55,41 @@ Deno.test("(a) the first pass writes checkpoints and files with tight modes; an 
     const secrets = await tree(c.secretsDir);
     const apiSecrets = "kube-system/kube-apiserver-7x2kq/kube-apiserver";
     assertEquals(secrets[apiSecrets].type, "dir");
-    assertEquals(secrets[apiSecrets].mode, 0o700);
-    // The pods run as 65534 with fsGroup 65534: their files are theirs, and nobody else's.
+    // The pods run as 65534 with fsGroup 65534: their files are root's and their group's, to
+    // read only, in directories only root can change.
     assertEquals(secrets[`${apiSecrets}/apiserver.key`], {
       type: "file",
-      mode: 0o600,
-      uid: 65534,
+      mode: 0o640,
+      uid: 0,
       gid: 65534,
       content: secrets[`${apiSecrets}/apiserver.key`].content as string,
     });
     assert(secrets[`${apiSecrets}/apiserver.key`].content!.includes("BEGIN EC PRIVATE KEY"));
     for (const [path, entry] of Object.entries({ ...secrets, ...await tree(c.configmapsDir) })) {
-      assertEquals(entry.mode, entry.type === "dir" ? 0o700 : 0o600, path);
+      // `<ns>`, `<ns>/<pod>` and `_volumes` are root's alone; a volume's and below, its group's.
+      const above = /^[^/]+(\/[^/]+)?(\/_volumes)?$/.test(path);
+      const want = entry.type === "file"
+        ? [0, 65534, 0o640]
+        : above
+        ? [0, 0, 0o700]
+        : [0, 65534, 0o750];
+      assertEquals([entry.uid, entry.gid, entry.mode], want, path);
+    }
+    // Every mount of a stored volume is read-only, whatever the parent said.
+    for (const [file, entry] of Object.entries(inactive)) {
+      const spec = JSON.parse(entry.content!).spec;
+      const stored = new Set(
+        spec.volumes.filter((v: { hostPath?: { path: string } }) =>
+          v.hostPath?.path.startsWith(`${c.secretsDir}/`) ||
+          v.hostPath?.path.startsWith(`${c.configmapsDir}/`)
+        ).map((v: { name: string }) => v.name),
+      );
+      assert(stored.size > 0, file);
+      for (const container of [...spec.containers, ...(spec.initContainers ?? [])]) {
+        for (const mount of container.volumeMounts ?? []) {
+          if (stored.has(mount.name)) assertEquals(mount.readOnly, true, `${file} ${mount.name}`);
+        }
+      }
     }
 
     const before = await tree(node.root, { stamps: true });
@@ -266,7 +289,7 @@ Deno.test("(i) a pod with a kube-api-access projected volume gets working hostPa
     assertEquals(Object.keys(files).sort(), ["ca.crt", "namespace"]);
     assertEquals(files.namespace.content, "kube-system");
     assert(files["ca.crt"].content!.startsWith("-----BEGIN CERTIFICATE-----"));
-    assertEquals(files.namespace.uid, 65534);
+    assertEquals([files.namespace.uid, files.namespace.gid], [0, 65534]);
     // Every hostPath the checkpoint mounts exists.
     for (const v of manifest.spec.volumes as { hostPath?: { path: string } }[]) {
       if (!v.hostPath || v.hostPath.path === "/etc/ssl/certs") continue;

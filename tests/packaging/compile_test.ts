@@ -61,7 +61,7 @@ Deno.test("the build bakes in the agent's permissions, V8 flags, unstable featur
         write: [],
         net: [],
         env: [],
-        sys: ["hostname", "statfs"],
+        sys: ["hostname", "statfs", "uid"],
         run: null,
         ffi: null,
         prompt: false,

@@ -93,7 +93,7 @@ Deno.test("with the compiled permissions: doctor measures the room, and says wha
 
     // statfs is what the room needs.
     const denoFlags = agentDenoFlags().map((f) =>
-      f.startsWith("--allow-sys=") ? "--allow-sys=hostname" : f
+      f.startsWith("--allow-sys=") ? "--allow-sys=hostname,uid" : f
     );
     const without = await runCli(["doctor", "--output", "json", "--config", configFile], {
       denoFlags,

@@ -1,0 +1,89 @@
+/**
+ * A parent's volumes against the node, end to end through `ckpt-agent --once` on a simulated
+ * node: secret and configMap names that are no object's (the API server lets `t/u` through)
+ * beside links planted where the agent would once have nested their directories, and a mount
+ * the parent left writable (docs/design.md#volumes, docs/design.md#no-links).
+ */
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { join } from "node:path";
+import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
+import type { Pod } from "../../lib/core/pod.ts";
+import type { PassReport } from "../../lib/pass/report.ts";
+import { runCli } from "../helpers/cli.ts";
+import { withNode } from "../helpers/sim_node.ts";
+import { tree } from "../helpers/tree.ts";
+
+const SCHEDULER = "kube-system/kube-scheduler-q8w2c";
+
+/** The scheduler as a tenant would have written it: its own user, names that nest, writable. */
+function withHostileVolumes(pod: Pod): Pod {
+  const spec = pod.spec as {
+    securityContext?: Record<string, unknown>;
+    containers: { volumeMounts?: Record<string, unknown>[] }[];
+    volumes?: Record<string, unknown>[];
+  };
+  spec.securityContext = { runAsUser: 1000 };
+  spec.volumes = [
+    ...spec.volumes ?? [],
+    { name: "nested", secret: { secretName: "t/u", optional: true } },
+    { name: "deeper", secret: { secretName: "t/u/w/manifests", optional: true } },
+  ];
+  for (const container of spec.containers) {
+    container.volumeMounts = [
+      ...(container.volumeMounts ?? []).map((m) => ({ ...m, readOnly: false })),
+      { name: "nested", mountPath: "/nested" },
+      { name: "deeper", mountPath: "/deeper" },
+    ];
+  }
+  return pod;
+}
+
+Deno.test("names no object can have, beside planted links, reach nothing outside; every stored mount is read-only", async () => {
+  await withNode(async (node, configFile) => {
+    await node.updateParent(SCHEDULER, withHostileVolumes);
+    const c = node.config();
+    const podDir = join(c.secretsDir, SCHEDULER);
+    // Where `t/u/w/manifests` would have been nested: a link to the static-pod dir.
+    await Deno.mkdir(podDir, { recursive: true, mode: 0o700 });
+    await Deno.symlink(c.staticPodDir, join(podDir, "t"));
+    const staticPods = await tree(c.staticPodDir, { stamps: true });
+    const staticPodDir = await Deno.stat(c.staticPodDir);
+
+    const run = await runCli(["--once", "--config", configFile, "--output", "json"]);
+    const report = JSON.parse(run.stdout) as PassReport;
+    assertEquals([run.code, report.errors], [0, []], run.stderr);
+    assert(run.stderr.includes('secret name \\"t/u\\" is not a valid name'), run.stderr);
+
+    assertEquals(await tree(c.staticPodDir, { stamps: true }), staticPods);
+    const after = await Deno.stat(c.staticPodDir);
+    assertEquals([after.uid, after.gid, after.mode], [
+      staticPodDir.uid,
+      staticPodDir.gid,
+      staticPodDir.mode,
+    ]);
+    // The link was nobody's volume: removed as a link, never followed.
+    assertEquals(await Deno.lstat(join(podDir, "t")).catch(() => "gone"), "gone");
+
+    const manifest = JSON.parse(
+      await Deno.readTextFile(join(c.inactiveDir, manifestFileName(SCHEDULER))),
+    );
+    const volumes = new Map<string, string>(
+      manifest.spec.volumes.map((v: { name: string; hostPath?: { path: string } }) => [
+        v.name,
+        v.hostPath?.path,
+      ]),
+    );
+    assertEquals(volumes.get("nested"), join(podDir, "_volumes/nested"));
+    assertEquals(volumes.get("deeper"), join(podDir, "_volumes/deeper"));
+    for (const mount of manifest.spec.containers.flatMap((x: Pod["spec"]) => x!.volumeMounts)) {
+      if (volumes.get(mount.name)?.startsWith(c.secretsDir)) {
+        assertEquals(mount.readOnly, true, mount.name);
+      }
+    }
+    // Its files are its user's to read, in directories only root can change.
+    for (const [path, entry] of Object.entries(await tree(podDir))) {
+      if (entry.type === "dir") assertEquals([entry.uid, entry.mode & 0o022], [0, 0], path);
+      else assertEquals([entry.uid, entry.gid, entry.mode], [1000, 0, 0o600], path);
+    }
+  });
+});
