@@ -6,6 +6,7 @@
  *   (following links, creating it where the user may, read-only where the user may only read),
  *   flock it and print `flocked <pid>` (or `busy`), holding it until stdin closes.
  * `startHolder` runs it; with `{ user: true }` as uid and gid 65534 with no groups (setpriv).
+ * `whileUserHolds` has that user hold a lock file's flock while a test runs.
  */
 import { acquireLock, isLock } from "../../lib/disk/lock.ts";
 
@@ -48,6 +49,19 @@ export async function startHolder(
       return (await child.status).code;
     },
   };
+}
+
+/** Runs `fn` while the unprivileged USER holds the flock of the file at `path` (creating it). */
+export async function whileUserHolds(path: string, fn: () => Promise<void>): Promise<void> {
+  const user = await startHolder(["--flock", path], { user: true });
+  let code;
+  try {
+    if (user.line !== `flocked ${user.child.pid}`) throw new Error(`no flock: ${user.line}`);
+    await fn();
+  } finally {
+    code = await user.stop();
+  }
+  if (code !== 0) throw new Error(`the user's holder exited ${code}`);
 }
 
 /** Runs a command as the unprivileged USER, as a local user would; throws when it fails. */

@@ -8,7 +8,7 @@ import { defaultConfig } from "../../lib/config/load.ts";
 import { acquireLock, isLock, type Lock, type LockHeld } from "../../lib/disk/lock.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 import { TMPFS_UNAVAILABLE, withTmpfs } from "../helpers/tmpfs.ts";
-import { asUser, startHolder, USER } from "./lock_holder.ts";
+import { asUser, startHolder, USER, whileUserHolds } from "./lock_holder.ts";
 
 Deno.test("a second process is told who holds the lock; SIGKILL of the holder frees it", async () => {
   await withTempDir(async (dir) => {
@@ -173,11 +173,7 @@ async function owner(path: string) {
 Deno.test("the default lock is in a directory root makes 0700: a user's flock on the old default path keeps no agent out", async () => {
   await withRun(async (root) => {
     // A local user creates the old default /run/lock/ckpt-agent.lock and holds its flock.
-    const user = await startHolder(["--flock", join(root, "run/lock/ckpt-agent.lock")], {
-      user: true,
-    });
-    try {
-      assertEquals(user.line, `flocked ${user.child.pid}`);
+    await whileUserHolds(join(root, "run/lock/ckpt-agent.lock"), async () => {
       const path = join(root, defaultConfig("cp-1").lockFile);
       const lock = await acquireLock(path);
       assert(isLock(lock) && lock.held && lock.problem === undefined, JSON.stringify(lock));
@@ -185,31 +181,25 @@ Deno.test("the default lock is in a directory root makes 0700: a user's flock on
       assertEquals(dirname(defaultConfig("cp-1").lockFile), "/run/ckpt-agent");
       assertEquals(await owner(dirname(path)), { uid: 0, mode: 0o700 });
       assertEquals(await owner(path), { uid: 0, mode: 0o600 });
-    } finally {
-      assertEquals(await user.stop(), 0);
-    }
+    });
   });
 });
 
 Deno.test("a lock file in a directory any user can write: no lock, never 'held' on that user's word, and the user's file untouched", async () => {
   await withRun(async (root) => {
     const path = join(root, "run/lock/ckpt-agent.lock");
-    const user = await startHolder(["--flock", path], { user: true });
-    try {
-      assertEquals(user.line, `flocked ${user.child.pid}`);
+    await whileUserHolds(path, async () => {
       await Deno.writeTextFile(path, "the user's\n");
-      const holder = await startHolder([path]);
-      assertEquals(holder.line.startsWith("no lock: no lock taken: "), true, holder.line);
-      await holder.stop();
+      const agent = await startHolder([path]);
+      assert(agent.line.startsWith("no lock: no lock taken: "), agent.line);
+      assertEquals(await agent.stop(), 0);
       refused(
         await acquireLock(path),
         `the lock directory ${join(root, "run/lock")} is writable by group or others (mode 01777)`,
       );
       assertEquals(await Deno.readTextFile(path), "the user's\n");
       assertEquals((await owner(path)).uid, USER);
-    } finally {
-      assertEquals(await user.stop(), 0);
-    }
+    });
   });
 });
 
@@ -226,17 +216,13 @@ Deno.test("a lock directory a user made, or planted as a symlink, is refused; no
 
     await Deno.remove(planted);
     await asUser("mkdir", planted);
-    const user = await startHolder(["--flock", join(planted, "lock")], { user: true });
-    try {
-      assertEquals(user.line, `flocked ${user.child.pid}`);
+    await whileUserHolds(join(planted, "lock"), async () => {
       refused(
         await acquireLock(join(planted, "lock")),
         `the lock directory ${planted} is owned by uid ${USER}, not root`,
       );
       assertEquals(await Deno.readTextFile(join(planted, "lock")), "");
-    } finally {
-      assertEquals(await user.stop(), 0);
-    }
+    });
   });
 });
 
@@ -273,17 +259,13 @@ Deno.test("a lock file root alone did not make is refused and left as it is", as
     const path = join(dir, "lock");
     // Readable by others in a directory they can enter: any user can open it and hold its flock.
     await Deno.writeTextFile(path, "left\n", { mode: 0o644 });
-    const user = await startHolder(["--flock", path], { user: true });
-    try {
-      assertEquals(user.line, `flocked ${user.child.pid}`);
+    await whileUserHolds(path, async () => {
       refused(
         await acquireLock(path),
         `the lock file ${path} can be opened by group or others (mode 0644) in a directory ` +
           "they can enter (mode 0755)",
       );
-    } finally {
-      assertEquals(await user.stop(), 0);
-    }
+    });
     // The same file in a directory no one else can enter is root's alone.
     await Deno.chmod(dir, 0o700);
     const lock = await acquireLock(path);

@@ -13,7 +13,7 @@ import { untilAnswers } from "../helpers/admin_socket.ts";
 import { runCli } from "../helpers/cli.ts";
 import { withNode } from "../helpers/sim_node.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
-import { startHolder } from "../disk/lock_holder.ts";
+import { whileUserHolds } from "../disk/lock_holder.ts";
 
 const PARENTS = [
   "kube-system/kube-apiserver-7x2kq",
@@ -35,10 +35,7 @@ Deno.test("a local user holding the lock file's flock: the daemon runs and says 
         "or others (mode 01777)";
       const socket = join(node.root, "run/admin.sock");
       const config = await node.writeConfigFile({ lockFile, adminListen: `unix:${socket}` });
-      const user = await startHolder(["--flock", lockFile], { user: true });
-      try {
-        assertEquals(user.line, `flocked ${user.child.pid}`);
-
+      await whileUserHolds(lockFile, async () => {
         const daemon = new Deno.Command(Deno.execPath(), {
           args: ["run", "--allow-all", "--quiet", MAIN, "run", "--config", config],
           stdout: "null",
@@ -79,9 +76,7 @@ Deno.test("a local user holding the lock file's flock: the daemon runs and says 
         assert(pin.stderr.includes("a running agent cannot be ruled out"), pin.stderr);
         // The user's file is as the user left it: the agent wrote nothing into it.
         assertEquals(await Deno.readTextFile(lockFile), "");
-      } finally {
-        assertEquals(await user.stop(), 0);
-      }
+      });
     });
   });
 });
