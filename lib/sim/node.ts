@@ -154,7 +154,7 @@ export class SimNode {
     const timings = { ...KUBELET_TIMINGS, ...options.kubelet };
     const root = await Deno.makeTempDir({ prefix: "ckpt-sim-node-" });
     try {
-      for (const dir of ["etc/kubernetes/manifests", "etc/ckpt-agent", "run"]) {
+      for (const dir of ["etc/kubernetes/manifests", "etc/ckpt-agent", "run/lock"]) {
         await Deno.mkdir(join(root, dir), { recursive: true });
       }
       const ca = await createSimCa();
@@ -218,7 +218,7 @@ export class SimNode {
     return {
       ...defaultConfig(this.nodeName),
       kubeconfig: this.kubeconfig,
-      lockFile: at("run/ckpt-agent/lock"),
+      lockFile: at("run/lock/ckpt-agent.lock"),
       containerRuntimeEndpoint: `unix://${this.#socketPath}`,
       runtimeRequestTimeoutMs: 5_000,
       kubeletUrl: this.kubelet.url,

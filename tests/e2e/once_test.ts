@@ -77,7 +77,7 @@ Deno.test("(a) the first pass writes checkpoints and files with tight modes; an 
     assertEquals(second.report.plan.stops, []);
     const after = await tree(node.root, { stamps: true });
     // Only the lock file may be touched by a pass that has nothing to do.
-    const lock = "run/ckpt-agent/lock";
+    const lock = "run/lock/ckpt-agent.lock";
     delete before[lock];
     delete after[lock];
     assertEquals(after, before);
