@@ -195,7 +195,8 @@ async function lockFindings(dir: ConfiguredDir, lockFile: string): Promise<Findi
     ? [describeDir(dir), dir.path, dirWhy]
     : [`the lock file ${lockFile}`, lockFile, fileWhy];
   if (why === undefined) {
-    return [ok("directory", dir.path, `${describeDir(dir)}: root's alone, and so is the lock`)];
+    const alone = `${describeDir(dir)}: root's alone${file ? ", and so is the lock file" : ""}`;
+    return [ok("directory", dir.path, alone)];
   }
   return [dirProblem(
     dir,
