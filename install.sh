@@ -30,7 +30,8 @@ readonly CHECKPOINT_DIRS=(
   /etc/kubernetes/checkpoint-secrets
   /etc/kubernetes/checkpoint-configmaps
 )
-readonly LOCK_FILE=/run/lock/ckpt-agent.lock
+# The unit's RuntimeDirectory, kept when it stops: the lock file, an admin socket.
+readonly RUNTIME_DIR=/run/ckpt-agent
 readonly CHECKPOINT_ANNOTATION=checkpointer.alpha.coreos.com/checkpoint-of
 # Marker of the agent's temp files (lib/disk/atomic_write.ts TEMP_MARKER).
 readonly TEMP_MARKER=.ckpt-tmp-
@@ -68,7 +69,7 @@ options:
   --uninstall    stop and disable the service, remove the binary, the unit and the
                  rules; keep the configuration, the state and every checkpoint
   --purge        with --uninstall: also remove ${CONFIG_DIR}, ${STATE_DIR},
-                 the checkpoint directories and the unit's drop-ins.
+                 ${RUNTIME_DIR}, the checkpoint directories and the unit's drop-ins.
                  ${MANIFESTS_DIR} belongs to the kubelet: it is never removed,
                  nor is anything in it but the agent's leftover temp files.
                  Refused while it holds active checkpoints: the kubelet may be running them
@@ -296,7 +297,7 @@ ${active}"
     remove_path "$STATE_DIR"
     local dir
     for dir in "${CHECKPOINT_DIRS[@]}"; do remove_path "$dir"; done
-    remove_path "$LOCK_FILE"
+    remove_path "$RUNTIME_DIR"
     # Temp files the agent left in the kubelet's directory when it crashed mid-write; the kubelet
     # ignores them, and nothing else in that directory is ours to remove.
     local temp

@@ -76,9 +76,10 @@ async function runDaemon(daemon: Daemon, adminListen: ListenAddress, log: Logger
 
 /**
  * The single-agent lock, or a CommandError when another agent holds it. When no lock can be
- * taken at all (the lock file cannot be created), the agent goes on without one: activating
- * during an outage matters more than the guarantee, and a misplaced or read-only lock file must
- * not be what keeps the control plane down. A pid that cannot be written is only said.
+ * taken at all (the lock file cannot be created, or someone other than root could hold or
+ * change it), the agent goes on without one: activating during an outage matters more than the
+ * guarantee, and a misplaced, read-only or tampered lock file must not be what keeps the control
+ * plane down. A pid that cannot be written is only said.
  */
 async function takeLock(path: string, log: Logger): Promise<Lock> {
   const lock = await acquireLock(path);

@@ -67,8 +67,10 @@ export const SETTINGS = {
     flag: "lock-file",
     kind: absolutePath,
     field: "lockFile",
-    default: "/run/lock/ckpt-agent.lock",
-    help: "lock file that keeps a second agent off this node (flock)",
+    // The unit's RuntimeDirectory, 0700: in a directory others can write, as /run/lock, a local
+    // user could hold the lock and keep the agent out (docs/design.md#lock).
+    default: "/run/ckpt-agent/lock",
+    help: "lock file that keeps a second agent off this node (flock), in a directory root's alone",
   }),
   containerRuntimeEndpoint: setting({
     flag: "container-runtime-endpoint",

@@ -8,6 +8,7 @@ import { statfs } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Config } from "../config/types.ts";
 import { DIR_MODE, octalMode } from "../core/checkpoint_layout.ts";
+import { lockDirDistrust, lockFileDistrust } from "../disk/lock.ts";
 import {
   mountOf,
   type MountPoint,
@@ -24,8 +25,8 @@ import { type CheckName, error, type Finding, ok, warning } from "./finding.ts";
  * - kubelet: the kubelet's directory; the agent only needs it root's and written by no one else.
  * - checkpoints: the agent's trees; what they hold becomes static pods and their files.
  * - state: the agent's records; without them it goes on, from memory.
- * - lock: the lock file's directory (/run/lock is the system's, world-writable and sticky);
- *   without it the agent runs without the lock.
+ * - lock: the lock file's directory, root's alone (the unit's RuntimeDirectory); the agent makes
+ *   it when missing, and runs without the lock when anyone else could hold or change it.
  */
 type Role = "kubelet" | "checkpoints" | "state" | "lock";
 
@@ -115,7 +116,6 @@ function missingFinding(dir: ConfiguredDir): Finding {
 }
 
 function ownerFindings(dir: ConfiguredDir, info: Deno.FileInfo): Finding[] {
-  if (dir.role === "lock") return [ok("directory", dir.path, `${describeDir(dir)} exists`)];
   const mode = (info.mode ?? 0) & 0o7777;
   const shown = `${describeDir(dir)} (${dir.setting}): owner ${info.uid}:${info.gid}, mode ` +
     octalMode(mode);
@@ -162,6 +162,49 @@ async function dirFindings(dir: ConfiguredDir): Promise<Finding[]> {
     )];
   }
   return ownerFindings(dir, info);
+}
+
+/**
+ * The lock file's directory, and the lock file when there is one, by the rules the agent takes
+ * the lock by (lib/disk/lock.ts). Missing is fine: the agent makes it, 0700.
+ */
+async function lockFindings(dir: ConfiguredDir, lockFile: string): Promise<Finding[]> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.lstat(dir.path);
+  } catch (e) {
+    return [
+      e instanceof Deno.errors.NotFound
+        ? ok(
+          "directory",
+          dir.path,
+          `${describeDir(dir)} does not exist; the agent makes it (0700) when it takes the lock`,
+        )
+        : dirProblem(
+          dir,
+          "directory",
+          `${describeDir(dir)} cannot be examined: ${(e as Error).message}`,
+          `make ${dir.path} a directory root can read`,
+        ),
+    ];
+  }
+  const dirWhy = lockDirDistrust(info);
+  const file = dirWhy === undefined ? await Deno.lstat(lockFile).catch(() => undefined) : undefined;
+  const fileWhy = file && lockFileDistrust(file, info);
+  const [what, path, why] = dirWhy !== undefined
+    ? [describeDir(dir), dir.path, dirWhy]
+    : [`the lock file ${lockFile}`, lockFile, fileWhy];
+  if (why === undefined) {
+    const alone = `${describeDir(dir)}: root's alone${file ? ", and so is the lock file" : ""}`;
+    return [ok("directory", dir.path, alone)];
+  }
+  return [dirProblem(
+    dir,
+    "directory",
+    `${what} ${why}: someone other than root could hold the lock or change it`,
+    `remove ${path} (the agent makes its own), or move lockFile into a directory only root can ` +
+      "write",
+  )];
 }
 
 const SEPARATE_MOUNTS = "activation copies the manifest instead of hard-linking it, and a " +
@@ -329,7 +372,11 @@ async function roomFindings(dirs: ConfiguredDir[]): Promise<Finding[]> {
 export async function directoryFindings(config: Config): Promise<Finding[]> {
   const dirs = configuredDirs(config);
   return [
-    ...(await Promise.all(dirs.map(dirFindings))).flat(),
+    ...(await Promise.all(
+      dirs.map((dir) =>
+        dir.role === "lock" ? lockFindings(dir, config.lockFile) : dirFindings(dir)
+      ),
+    )).flat(),
     ...mountFindings(dirs, config),
     ...await roomFindings(dirs),
   ];

@@ -6,6 +6,7 @@
  * compiled agent may not start processes, so `systemctl show` is not asked.
  */
 import { dirname, join, relative, sep } from "node:path";
+import { SETTINGS } from "../config/settings.ts";
 import type { Config } from "../config/types.ts";
 import { resolvedPath } from "../disk/mounts.ts";
 import { configuredDirs, describeDir, dirProblem } from "./dirs.ts";
@@ -223,12 +224,17 @@ export async function unitFindings(
     }
     const found = `the unit cannot write ${describeDir(dir)} (${dir.setting}): ${rule!.entry} ` +
       `makes it read-only, ${seen}`;
-    const fix = `add it with a drop-in (\`systemctl edit ckpt-agent\`: [Service] ` +
+    const dropIn = `add it with a drop-in (\`systemctl edit ckpt-agent\`: [Service] ` +
       `ReadWritePaths=-${dir.path}${
         dir.setting === "staticPodDir" || dir.setting === "inactiveDir"
           ? `, or one entry that holds both staticPodDir and inactiveDir`
           : ""
       }), ${RESTART}`;
+    // A writable path is not enough for the lock: its directory must be root's alone.
+    const fix = dir.role === "lock"
+      ? `move lockFile into the unit's RuntimeDirectory= (the default ` +
+        `${SETTINGS.lockFile.default}), or, for a directory only root can write, ${dropIn}`
+      : dropIn;
     return dirProblem(dir, "unit", found, fix);
   });
   const active = governingRule(rules, resolvedPath(config.staticPodDir));

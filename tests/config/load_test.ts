@@ -15,7 +15,7 @@ import { withTempDir } from "../helpers/temp_dir.ts";
 
 const DEFAULT_CONFIG: Config = {
   kubeconfig: "/etc/kubernetes/kubeconfig",
-  lockFile: "/run/lock/ckpt-agent.lock",
+  lockFile: "/run/ckpt-agent/lock",
   containerRuntimeEndpoint: "unix:///run/containerd/containerd.sock",
   runtimeRequestTimeoutMs: 120_000,
   checkpointGracePeriodMs: 60_000,

@@ -33,7 +33,7 @@ Deno.test({
           ["error", config.secretsDir],
           ["error", config.configmapsDir],
           ["warning", config.stateDir],
-          ["warning", `${fs.dir}/run/lock`],
+          ["warning", `${fs.dir}/run/ckpt-agent`],
           ["ok", `${config.staticPodDir}, ${config.inactiveDir}`],
         ],
       );

@@ -4,7 +4,7 @@
  * dirs_mounts_test.ts.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { directoryFindings } from "../../lib/doctor/dirs.ts";
 import type { Finding } from "../../lib/doctor/finding.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
@@ -102,5 +102,46 @@ Deno.test("the room needed is what the checkpoints take, when that is more than 
     await Deno.writeFile(join(pod, "big.key"), new Uint8Array(17 * 1024 * 1024));
     const room = (await directoryFindings(config)).find((f) => f.check === "disk-room")!;
     assert(room.found.includes("the 17.0 MiB its checkpoints and records take now"), room.found);
+  });
+});
+
+Deno.test("the lock as the agent judges it: missing is fine, a directory or file others could hold is a warning naming the fix", async () => {
+  await withTempDir(async (root) => {
+    const config = nodeDirs(root);
+    const lockDir = dirname(config.lockFile);
+    const lock = async () => of(await directoryFindings(config), "directory", lockDir);
+    const missing = await lock();
+    assertEquals(missing.level, "ok");
+    assert(missing.found.includes("the agent makes it (0700)"), missing.found);
+
+    await installDirs(config);
+    await Deno.writeTextFile(config.lockFile, "", { mode: 0o600 });
+    assertEquals((await lock()).level, "ok");
+
+    await Deno.chmod(lockDir, 0o755);
+    await Deno.chmod(config.lockFile, 0o644);
+    const readable = await lock();
+    assertEquals(readable.level, "warning");
+    assert(
+      readable.found.startsWith(
+        `the lock file ${config.lockFile} can be opened by group or others (mode 0644)`,
+      ),
+      readable.found,
+    );
+    assert(readable.found.endsWith("the agent then runs without the single-agent lock"));
+    assertEquals(
+      readable.fix,
+      `remove ${config.lockFile} (the agent makes its own), or move lockFile into a directory ` +
+        "only root can write",
+    );
+
+    await Deno.remove(lockDir, { recursive: true });
+    await Deno.symlink(root, lockDir);
+    const linked = await lock();
+    assertEquals(linked.level, "warning");
+    assert(
+      linked.found.startsWith(`the lock file's directory ${lockDir} is a symlink`),
+      linked.found,
+    );
   });
 });

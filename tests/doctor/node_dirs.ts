@@ -11,11 +11,11 @@ export function nodeDirs(root: string): Config {
     secretsDir: join(root, "etc/kubernetes/checkpoint-secrets"),
     configmapsDir: join(root, "etc/kubernetes/checkpoint-configmaps"),
     stateDir: join(root, "var/lib/ckpt-agent"),
-    lockFile: join(root, "run/lock/ckpt-agent.lock"),
+    lockFile: join(root, "run/ckpt-agent/lock"),
   };
 }
 
-/** The layout install.sh makes. */
+/** The layout install.sh makes, and the unit's runtime directory as systemd makes it. */
 export async function installDirs(config: Config): Promise<void> {
   for (
     const dir of [config.inactiveDir, config.secretsDir, config.configmapsDir, config.stateDir]
@@ -26,4 +26,5 @@ export async function installDirs(config: Config): Promise<void> {
   await Deno.mkdir(config.staticPodDir, { recursive: true });
   await Deno.chmod(config.staticPodDir, 0o755);
   await Deno.mkdir(join(config.lockFile, ".."), { recursive: true });
+  await Deno.chmod(join(config.lockFile, ".."), 0o700);
 }

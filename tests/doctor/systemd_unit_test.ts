@@ -122,11 +122,12 @@ Deno.test("the shipped unit can write every default directory, the static-pod an
       ["ok", "/etc/kubernetes/checkpoint-secrets"],
       ["ok", "/etc/kubernetes/checkpoint-configmaps"],
       ["ok", "/var/lib/ckpt-agent"],
-      ["ok", "/run/lock"],
+      ["ok", "/run/ckpt-agent"],
       ["ok", "/etc/kubernetes/manifests, /etc/kubernetes/inactive-manifests"],
     ]);
     assert(findings[0].found.includes("ReadWritePaths=-/etc/kubernetes"), findings[0].found);
     assert(findings[4].found.includes("StateDirectory=ckpt-agent"), findings[4].found);
+    assert(findings[5].found.includes("RuntimeDirectory=ckpt-agent"), findings[5].found);
   });
 });
 
@@ -168,6 +169,23 @@ Deno.test("moved directories the unit cannot write, and two entries for the mani
     assertEquals(
       [...findings.values()].filter((f) => f.level !== "ok").map((f) => f.subject),
       [],
+    );
+  });
+});
+
+Deno.test("a lock file the unit cannot write: a warning that points back into its runtime directory", async () => {
+  await withUnitDirs(async (etc, lib, root) => {
+    await Deno.copyFile(SHIPPED_UNIT, join(lib, UNIT_NAME));
+    // The old default: the system's world-writable /run/lock is no place for the lock.
+    const config = configUnder(root, { lockFile: "/run/lock/ckpt-agent.lock" });
+    const lock = (await unitFindings(config, [etc, lib])).find((f) => f.subject === "/run/lock")!;
+    assertEquals(lock.level, "warning");
+    assert(lock.found.includes("ProtectSystem=strict makes it read-only"), lock.found);
+    assert(
+      lock.fix?.startsWith(
+        "move lockFile into the unit's RuntimeDirectory= (the default /run/ckpt-agent/lock), or",
+      ),
+      lock.fix,
     );
   });
 });

@@ -40,7 +40,7 @@ function without(listing: Listing, ...paths: string[]): Listing {
   );
 }
 
-/** An installed node with some state: checkpoints, their secrets, a record, an admin token. */
+/** An installed node with some state: checkpoints, their secrets, a record, an admin token, the lock. */
 async function populate(root: string) {
   const files: Record<string, string> = {
     [ACTIVE_CHECKPOINT]:
@@ -52,6 +52,7 @@ async function populate(root: string) {
     "var/lib/ckpt-agent/status.json": "{}",
     "etc/ckpt-agent/admin-token": "token",
     "etc/systemd/system/ckpt-agent.service.d/override.conf": "[Service]\nRestartSec=1s\n",
+    "run/ckpt-agent/lock": "",
   };
   for (const [path, text] of Object.entries(files)) {
     await Deno.mkdir(`${root}/${path.slice(0, path.lastIndexOf("/"))}`, { recursive: true });
@@ -240,6 +241,7 @@ Deno.test("purge removes our files, never the kubelet's directory or manifests",
         "etc/kubernetes/inactive-manifests",
         "etc/kubernetes/checkpoint-secrets",
         "etc/kubernetes/checkpoint-configmaps",
+        "run/ckpt-agent",
         temp,
       ),
     );

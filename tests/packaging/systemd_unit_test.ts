@@ -119,12 +119,26 @@ async function governingEntry(path: string) {
 
 Deno.test("the unit can write every default path of the shipped configuration", async () => {
   const defaults = await shippedDefaults();
-  for (const key of ["staticPodDir", "inactiveDir", "secretsDir", "configmapsDir", "lockFile"]) {
-    const path = key === "lockFile" ? dirname(defaults[key]) : defaults[key];
-    const entry = await governingEntry(path);
-    assert(entry?.entry.startsWith("ReadWritePaths="), `${key}: ${path}: ${entry?.entry}`);
+  for (const key of ["staticPodDir", "inactiveDir", "secretsDir", "configmapsDir"]) {
+    const entry = await governingEntry(defaults[key]);
+    assert(entry?.entry.startsWith("ReadWritePaths="), `${key}: ${defaults[key]}: ${entry?.entry}`);
   }
   assertEquals((await governingEntry(defaults.stateDir))?.entry, "StateDirectory=ckpt-agent");
+  assertEquals(
+    (await governingEntry(dirname(defaults.lockFile)))?.entry,
+    "RuntimeDirectory=ckpt-agent",
+  );
+});
+
+Deno.test("the default lock is in the unit's runtime directory, root's alone and kept across stops; /run/lock is not writable", async () => {
+  // In the world-writable /run/lock, any local user could hold the lock (docs/design.md#lock).
+  const defaults = await shippedDefaults();
+  const service = await unitSection("Service");
+  assertEquals(dirname(defaults.lockFile), `/run/${service.get("RuntimeDirectory")}`);
+  assertEquals(service.get("RuntimeDirectoryMode"), ["0700"]);
+  // Removed at each stop, it would take the lock file from under an operator's `--once`.
+  assertEquals(service.get("RuntimeDirectoryPreserve"), ["yes"]);
+  assertEquals((await governingEntry("/run/lock"))?.writable, false);
 });
 
 Deno.test("the static-pod dir and the inactive dir are one mount, so activation can hard-link", async () => {
