@@ -5,6 +5,7 @@
  */
 import { isIP } from "node:net";
 import { isAbsolute } from "node:path";
+import { parseQuantity } from "../core/downward_api.ts";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import { formatDuration, parseDuration } from "./duration.ts";
 
@@ -210,6 +211,39 @@ export function oneOf<const W extends string>(words: readonly W[]): Kind<W> {
       words.includes(value as W)
         ? value as W
         : new Problem(`must be one of ${words.join(", ")}, not ${describe(value)}`),
+  };
+}
+
+const BINARY_UNITS = [["Gi", 2 ** 30], ["Mi", 2 ** 20], ["Ki", 2 ** 10]] as const;
+
+/** Bytes as the largest binary unit that divides them whole (`64Mi`), else a plain number. */
+export function formatByteSize(bytes: number): string | number {
+  const unit = BINARY_UNITS.find(([, size]) => bytes >= size && bytes % size === 0);
+  return unit ? `${bytes / unit[1]}${unit[0]}` : bytes;
+}
+
+/**
+ * A size in bytes, at least `minBytes`: a whole number, or a Kubernetes quantity such as `64Mi`
+ * or `1Gi` (as a pod's resources are written).
+ */
+export function byteSize(minBytes: number): Kind<number> {
+  return {
+    arg: "SIZE",
+    yaml: formatByteSize,
+    check(value) {
+      const bytes = typeof value === "number"
+        ? value
+        : typeof value === "string"
+        ? parseQuantity(value)
+        : undefined;
+      if (bytes === undefined || !Number.isSafeInteger(bytes)) {
+        return new Problem(`${describe(value)} is not a size in bytes (e.g. "64Mi", "1Gi")`);
+      }
+      if (bytes < minBytes) {
+        return new Problem(`${describe(value)} is less than ${formatByteSize(minBytes)}`);
+      }
+      return bytes;
+    },
   };
 }
 

@@ -16,6 +16,7 @@ import { LEVELS } from "../util/log.ts";
 import {
   absolutePath,
   boolean,
+  byteSize,
   count,
   DAY_MS,
   duration,
@@ -232,6 +233,13 @@ export const SETTINGS = {
     field: "checkpointVersions",
     default: 3,
     help: "promoted versions kept per checkpoint, with their files, for `rollback`",
+  }),
+  checkpointMaxSize: setting({
+    flag: "checkpoint-max-size",
+    kind: byteSize(2 ** 20),
+    field: "checkpointMaxBytes",
+    default: "64Mi",
+    help: "the most one version of a checkpoint's stored files may take; more is refused, and said",
   }),
   namespace: setting({
     flag: "namespace",

@@ -228,6 +228,49 @@ function checkedSummary(access: StoredAccess): VolumeWriteSummary {
   return { written: 0, unchanged: 0, trusted: 0, removed: 0, bytesWritten: 0, skipped: [] };
 }
 
+/** What bounds one call's writes. */
+export interface VolumeWriteOptions {
+  /** Files found or written whole before: see writeVolume. */
+  verified?: VerifiedFiles;
+  /**
+   * The most the volumes' files may take together (checkpointMaxSize): above it nothing of
+   * them is written, and the call throws StoredFilesTooLarge.
+   */
+  maxBytes?: number;
+}
+
+/**
+ * The files of a checkpoint's volumes would take more than it may store: one parent mounting
+ * large secrets must not fill the disk it shares with the node (often etcd's).
+ */
+export class StoredFilesTooLarge extends Error {
+  override name = "StoredFilesTooLarge";
+}
+
+const MIB = 2 ** 20;
+
+function mib(bytes: number): string {
+  return `${(bytes / MIB).toFixed(1)} MiB`;
+}
+
+/** Throws StoredFilesTooLarge when `files` take more than `maxBytes` together. */
+function checkSize(files: [VolumeFiles, Map<string, Uint8Array>][], maxBytes?: number) {
+  if (maxBytes === undefined) return;
+  const sizes = files.map(([volume, contents]) => ({
+    volume: volume.volume,
+    bytes: [...contents.values()].reduce((sum, content) => sum + content.length, 0),
+  }));
+  const total = sizes.reduce((sum, s) => sum + s.bytes, 0);
+  if (total <= maxBytes) return;
+  const largest = sizes.sort((a, b) => b.bytes - a.bytes).slice(0, 3)
+    .map((s) => `volume ${s.volume} ${mib(s.bytes)}`);
+  throw new StoredFilesTooLarge(
+    `its stored files would take ${mib(total)} (${largest.join(", ")}${
+      sizes.length > 3 ? ", …" : ""
+    }), more than checkpointMaxSize (${mib(maxBytes)}): none of them is written`,
+  );
+}
+
 /**
  * Brings every volume directory to what the fetched objects say: files and directories with the
  * owners and modes of `access` (storedAccess), only changed files written, files no longer
@@ -239,10 +282,11 @@ export async function writeVolumeFiles(
   volumes: VolumeFiles[],
   objects: ObjectData,
   access: StoredAccess,
-  verified?: VerifiedFiles,
+  { verified, maxBytes }: VolumeWriteOptions = {},
 ): Promise<VolumeWriteSummary> {
   const wanted = new Set<string>();
   const summary = await volumeWrites(access, verified, async (writes) => {
+    const writable: [VolumeFiles, Map<string, Uint8Array>][] = [];
     for (const volume of volumes) {
       const desired = desiredFiles(volume, objects);
       if ("skip" in desired) {
@@ -252,8 +296,12 @@ export async function writeVolumeFiles(
       for (const reason of desired.refused) {
         writes.summary.skipped.push({ volume: volume.volume, reason });
       }
-      await writeVolume(volume, desired.files, access, writes);
-      for (const path of desired.files.keys()) wanted.add(join(volume.dir, path));
+      writable.push([volume, desired.files]);
+    }
+    checkSize(writable, maxBytes);
+    for (const [volume, files] of writable) {
+      await writeVolume(volume, files, access, writes);
+      for (const path of files.keys()) wanted.add(join(volume.dir, path));
     }
   });
   verified?.retain(wanted);
@@ -300,8 +348,10 @@ export function copyVolumeFiles(
   volumes: VolumeFiles[],
   from: (dir: string) => string,
   access: StoredAccess,
+  { maxBytes }: Pick<VolumeWriteOptions, "maxBytes"> = {},
 ): Promise<VolumeWriteSummary> {
   return volumeWrites(access, undefined, async (writes) => {
+    const copies: [VolumeFiles, Map<string, Uint8Array>][] = [];
     for (const volume of volumes) {
       const source = from(volume.dir);
       const files = unsafeDir(volume) ? undefined : await readVolumeDir(volume.root, source);
@@ -315,8 +365,10 @@ export function copyVolumeFiles(
       for (const source of volume.sources) {
         if (source.kind === "literal") files.set(...literalFile(source));
       }
-      await writeVolume(volume, files, access, writes);
+      copies.push([volume, files]);
     }
+    checkSize(copies, maxBytes);
+    for (const [volume, files] of copies) await writeVolume(volume, files, access, writes);
   });
 }
 

@@ -496,7 +496,10 @@ export class CheckpointWriter {
     );
     let verified = this.#storedFiles.get(id);
     if (!verified) this.#storedFiles.set(id, verified = new VerifiedFiles());
-    const files = await writeVolumeFiles(sanitized.volumes, objects.data, work.access, verified);
+    const files = await writeVolumeFiles(sanitized.volumes, objects.data, work.access, {
+      verified,
+      maxBytes: config.checkpointMaxBytes,
+    });
     const stale = await removeStaleVolumeDirs(config, parent.metadata, version, sanitized.volumes);
     files.removed += stale.length;
     if (files.written + files.removed > 0) {
@@ -606,6 +609,7 @@ export class CheckpointWriter {
         version: predecessor.version,
       }),
       access,
+      { maxBytes: config.checkpointMaxBytes },
     );
     // What the predecessor has no files for is fetched, as a first version's files are: a copy
     // that mounts nothing there would not start either.
@@ -615,7 +619,9 @@ export class CheckpointWriter {
     const left = new Set(missing.map((v) => v.volume));
     if (missing.length > 0 && work.apiAvailable) {
       const objects = await this.#fetchObjects(namespace, missing, work.refresh);
-      const fetched = await writeVolumeFiles(missing, objects.data, access);
+      const fetched = await writeVolumeFiles(missing, objects.data, access, {
+        maxBytes: config.checkpointMaxBytes,
+      });
       left.clear();
       for (const s of fetched.skipped) left.add(s.volume);
     }

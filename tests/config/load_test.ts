@@ -35,6 +35,7 @@ const DEFAULT_CONFIG: Config = {
   startTimeoutMs: 120_000,
   promoteAfterMs: 60_000,
   checkpointVersions: 3,
+  checkpointMaxBytes: 64 * 2 ** 20,
   namespaces: [],
   adminListen: "127.0.0.1:10280",
   adminAllowRemote: false,
@@ -107,6 +108,7 @@ resyncInterval: 20m
 startTimeout: 5m
 promoteAfter: 2m
 checkpointVersions: 5
+checkpointMaxSize: 8Mi
 namespace:
   - kube-system
   - kube-flannel
@@ -140,6 +142,7 @@ logLevel: debug
     startTimeoutMs: 300_000,
     promoteAfterMs: 120_000,
     checkpointVersions: 5,
+    checkpointMaxBytes: 8 * 2 ** 20,
     namespaces: ["kube-system", "kube-flannel"],
     adminListen: "[::1]:9000",
     adminAllowRemote: true,
@@ -248,6 +251,11 @@ Deno.test("every bad flag value is one line naming the flag", async () => {
       '--admin-listen: "unix:sock": the socket path must be absolute',
     ],
     [["--admin-token-file", "token"], '--admin-token-file: "token" is not an absolute path'],
+    [
+      ["--checkpoint-max-size", "lots"],
+      '--checkpoint-max-size: "lots" is not a size in bytes (e.g. "64Mi", "1Gi")',
+    ],
+    [["--checkpoint-max-size", "512Ki"], '--checkpoint-max-size: "512Ki" is less than 1Mi'],
     [["--admin-allow-remote=yes"], "Option '--admin-allow-remote' does not take an argument"],
     [["--poll-intervall", "5s"], "Unknown option '--poll-intervall'"],
     [["--config", ""], "--config: must be a file path"],
@@ -276,6 +284,10 @@ Deno.test("every bad YAML value is one line naming the file and the key", async 
       'checkpointGracePeriod: "1x" is not a duration (e.g. "90s", "1m30s", "500ms")',
     ],
     [{ nodeName: "" }, 'nodeName: must be a node name, not ""'],
+    [
+      { checkpointMaxSize: 1.5 },
+      'checkpointMaxSize: 1.5 is not a size in bytes (e.g. "64Mi", "1Gi")',
+    ],
     [{ kubeletUrl: "https://" }, 'kubeletUrl: "https://" is not an http(s) URL'],
     [{ kubeletCaFile: true }, "kubeletCaFile: must be an absolute path, not true"],
     [

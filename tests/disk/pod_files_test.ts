@@ -1,5 +1,5 @@
 /** Secret, configmap and downward-API files of checkpoints, on a real file system, as root. */
-import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import assert, { deepStrictEqual as assertEquals } from "node:assert/strict";
 import type { Pod } from "../../lib/core/pod.ts";
 import {
   type FileAccess,
@@ -12,6 +12,7 @@ import {
   type ObjectData,
   objectKey,
   removeStaleVolumeDirs,
+  StoredFilesTooLarge,
   writeVolumeFiles,
 } from "../../lib/disk/pod_files.ts";
 import { TRUSTED_AGE_MS, VerifiedFiles } from "../../lib/disk/verified_files.ts";
@@ -150,8 +151,8 @@ Deno.test("stored files unchanged by stat are not read; touched ones and new dat
       skipped: [],
     });
     const both = data({ a: "1111", b: "2222" });
-    assertEquals(await writeVolumeFiles(v, both, OWNER, verified), summary(2, 0, 8));
-    assertEquals(await writeVolumeFiles(v, both, OWNER, verified), summary(0, 2, 0));
+    assertEquals(await writeVolumeFiles(v, both, OWNER, { verified }), summary(2, 0, 8));
+    assertEquals(await writeVolumeFiles(v, both, OWNER, { verified }), summary(0, 2, 0));
 
     // Changed by hand, same size, mtime set back: its ctime tells, and it is put back.
     const a = `${root}/v/a`;
@@ -159,22 +160,22 @@ Deno.test("stored files unchanged by stat are not read; touched ones and new dat
     const { mtime } = await Deno.lstat(a);
     await Deno.writeTextFile(a, "XXXX");
     await Deno.utime(a, mtime!, mtime!);
-    assertEquals(await writeVolumeFiles(v, both, OWNER, verified), summary(1, 1, 4));
+    assertEquals(await writeVolumeFiles(v, both, OWNER, { verified }), summary(1, 1, 4));
     assertEquals(await Deno.readTextFile(a), "1111");
 
     await Deno.remove(`${root}/v/b`);
-    assertEquals(await writeVolumeFiles(v, both, OWNER, verified), summary(1, 1, 4));
+    assertEquals(await writeVolumeFiles(v, both, OWNER, { verified }), summary(1, 1, 4));
     assertEquals(await Deno.readTextFile(`${root}/v/b`), "2222");
 
     // New data of the object: that file is rewritten, whatever its stat.
     const next = data({ a: "1111", b: "3333" });
-    assertEquals(await writeVolumeFiles(v, next, OWNER, verified), summary(1, 1, 4));
+    assertEquals(await writeVolumeFiles(v, next, OWNER, { verified }), summary(1, 1, 4));
     assertEquals(await Deno.readTextFile(`${root}/v/b`), "3333");
 
     // Another owner: the files are checked again, and repaired.
     const other = OTHER;
-    assertEquals(await writeVolumeFiles(v, next, other, verified), summary(2, 0, 8));
-    assertEquals(await writeVolumeFiles(v, next, other, verified), summary(0, 2, 0));
+    assertEquals(await writeVolumeFiles(v, next, other, { verified }), summary(2, 0, 8));
+    assertEquals(await writeVolumeFiles(v, next, other, { verified }), summary(0, 2, 0));
   });
 });
 
@@ -562,5 +563,31 @@ Deno.test("copyVolumeFiles: another version's files, downward-API files rendered
       [],
     );
     assertEquals(await Deno.readTextFile(`${from}/_volumes/info/name`), "old-pod");
+  });
+});
+
+Deno.test("over maxBytes: nothing of the volumes is written, the files kept say why; under it, all", async () => {
+  await withTempDir(async (root) => {
+    const v = [
+      volume(root, "a", `${root}/ns/pod/a`, [{ kind: "secret", name: "a", optional: false }]),
+      volume(root, "b", `${root}/ns/pod/b`, [{ kind: "secret", name: "b", optional: false }]),
+    ];
+    const mib = (n: number) => new Uint8Array(n * 2 ** 20);
+    const small: ObjectData = new Map([["secret/a", { k: bytes("1") }], [
+      "secret/b",
+      { k: bytes("2") },
+    ]]);
+    await writeVolumeFiles(v, small, OWNER, { maxBytes: 2 ** 20 });
+    const before = await tree(root);
+    const large: ObjectData = new Map([["secret/a", { k: mib(1) }], ["secret/b", { k: mib(2) }]]);
+    await assert.rejects(
+      () => writeVolumeFiles(v, large, OWNER, { maxBytes: 2 ** 21 }),
+      (e: Error) =>
+        e instanceof StoredFilesTooLarge &&
+        e.message === "its stored files would take 3.0 MiB (volume b 2.0 MiB, volume a 1.0 MiB), " +
+            "more than checkpointMaxSize (2.0 MiB): none of them is written",
+    );
+    assertEquals(await tree(root), before);
+    assertEquals((await writeVolumeFiles(v, large, OWNER, { maxBytes: 3 * 2 ** 20 })).written, 2);
   });
 });

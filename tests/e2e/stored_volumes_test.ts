@@ -4,7 +4,7 @@
  * beside links planted where the agent would once have nested their directories, and a mount
  * the parent left writable (docs/design.md#volumes, docs/design.md#no-links).
  */
-import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import assert, { deepStrictEqual as assertEquals } from "node:assert/strict";
 import { join } from "node:path";
 import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import type { Pod } from "../../lib/core/pod.ts";
@@ -85,5 +85,41 @@ Deno.test("names no object can have, beside planted links, reach nothing outside
       if (entry.type === "dir") assertEquals([entry.uid, entry.mode & 0o022], [0, 0], path);
       else assertEquals([entry.uid, entry.gid, entry.mode], [1000, 0, 0o600], path);
     }
+  });
+});
+
+Deno.test("a parent whose secrets exceed checkpointMaxSize is refused by name and size; the others go on", async () => {
+  await withNode(async (node) => {
+    const big = Array.from({ length: 3 }, (_, i) => `big-${i}`);
+    for (const name of big) {
+      node.apiServer.setSecret("kube-system", name, { blob: new Uint8Array(2 ** 20).fill(7) });
+    }
+    await node.updateParent(SCHEDULER, (pod) => {
+      const spec = pod.spec as { volumes?: Record<string, unknown>[] };
+      spec.volumes = [
+        ...spec.volumes ?? [],
+        ...big.map((name) => ({ name, secret: { secretName: name } })),
+      ];
+      return pod;
+    });
+    const configFile = await node.writeConfigFile({ checkpointMaxBytes: 2 * 2 ** 20 });
+    const run = await runCli(["--once", "--config", configFile, "--output", "json"]);
+    const report = JSON.parse(run.stdout) as PassReport;
+    assertEquals(run.code, 1, run.stderr);
+    assertEquals(report.errors.map((e) => [e.op, e.id]), [["checkpoint", SCHEDULER]]);
+    assert(
+      report.errors[0].message.startsWith(
+        "its stored files would take 3.0 MiB (volume big-0 1.0 MiB",
+      ),
+      report.errors[0].message,
+    );
+    assert(report.errors[0].message.includes("more than checkpointMaxSize (2.0 MiB)"));
+    const c = node.config();
+    for (const name of big) {
+      await assert.rejects(() => Deno.lstat(join(c.secretsDir, SCHEDULER, name)));
+    }
+    // The other parents are checkpointed with their files as ever.
+    const stored = Object.keys(await tree(c.secretsDir));
+    assert(stored.some((p) => p.startsWith("kube-system/kube-apiserver-7x2kq/")), stored.join());
   });
 });
