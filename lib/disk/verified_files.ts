@@ -16,8 +16,14 @@ import { join } from "node:path";
 /** What a TreeStamp holds for a root that did not exist. */
 const ABSENT = "absent";
 
-/** Far coarser than any file system's timestamp granularity. */
-export const TRUSTED_AGE_MS = 1_000;
+/**
+ * Far coarser than any file system's timestamp granularity, and than Deno's: it reports ctime in
+ * whole seconds, so a ctime of second S stands for a change anywhere in [S, S + 1 s), and the
+ * kernel's coarse clock may still be in S a moment after Date.now() has passed it. Two seconds
+ * after S the change is at least a second old; with one, a write just after the check could keep
+ * the same ctime (seen: a file rewritten with its mtime set back went unseen under load).
+ */
+export const TRUSTED_AGE_MS = 2_000;
 
 /**
  * What changes whenever an entry's content, mode or owner could have: device and inode (a
