@@ -4,19 +4,20 @@
  */
 import { basename, dirname, join } from "node:path";
 import { syncDir } from "../disk/atomic_write.ts";
-import { ensureDir, pathExists } from "../disk/dirs.ts";
+import { ownTree, pathExists } from "../disk/dirs.ts";
 import { formatInstant, type Instant } from "../core/time.ts";
 import { QUARANTINE_DIR, STORE_DIR_MODE } from "./layout.ts";
 
 /**
- * Makes `stateDir/sub` exist with mode 0700. The state directory itself is created when missing
+ * Makes `stateDir/<subs…>` exist, the agent's alone (ownTree), with mode 0700. The state directory itself is created when missing
  * but its mode is left alone: an operator may have chosen it. A directory already 0700 is not
  * touched: a chmod, even to the same mode, changes its ctime, and every `--once` opens the stores.
  */
-export async function ensureStoreDir(stateDir: string, sub: string): Promise<string> {
-  const dir = join(stateDir, sub);
-  await ensureDir(dir, STORE_DIR_MODE);
-  const { mode } = await Deno.stat(dir);
+export async function ensureStoreDir(stateDir: string, ...subs: string[]): Promise<string> {
+  const dir = join(stateDir, ...subs);
+  // Never through a link (docs/design.md#no-links): what is in the way is removed.
+  await ownTree(stateDir, dir, undefined);
+  const { mode } = await Deno.lstat(dir);
   if (mode === null || (mode & 0o7777) !== STORE_DIR_MODE) await Deno.chmod(dir, STORE_DIR_MODE);
   return dir;
 }
@@ -31,8 +32,7 @@ export async function quarantine(
   path: string,
   now: Instant,
 ): Promise<string> {
-  const root = await ensureStoreDir(stateDir, QUARANTINE_DIR);
-  const dir = await ensureStoreDir(root, basename(storeDir));
+  const dir = await ensureStoreDir(stateDir, QUARANTINE_DIR, basename(storeDir));
   const base = join(dir, `${basename(path)}.${formatInstant(now)}`);
   let target = base;
   // One process owns the state directory (the lock file), so nothing races this probe.

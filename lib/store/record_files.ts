@@ -77,13 +77,17 @@ async function readEntry<T>(
   }
 }
 
-/** Every entry of a store directory but dot-files (ours are temp files), sorted by name. */
+/**
+ * Every entry of a store directory but dot-files (ours are temp files), sorted by name; none
+ * when the directory is a link, which is never followed (docs/design.md#no-links).
+ */
 export async function readRecordDir<T>(
   type: RecordType<T>,
   dir: string,
 ): Promise<RecordEntry<T>[]> {
   const entries: Deno.DirEntry[] = [];
   try {
+    if ((await Deno.lstat(dir)).isSymlink) return [];
     for await (const entry of Deno.readDir(dir)) {
       if (!entry.name.startsWith(".")) entries.push(entry);
     }

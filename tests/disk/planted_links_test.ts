@@ -19,7 +19,10 @@ import {
   writeVolumeFiles,
 } from "../../lib/disk/pod_files.ts";
 import { pruneVersions, readStoredVersions, writeVersion } from "../../lib/disk/versions.ts";
+import { AgentStores } from "../../lib/store/agent_stores.ts";
+import { LogCapture } from "../helpers/log_capture.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { statusRecord } from "../store/records.ts";
 import { type Entry, tree } from "../helpers/tree.ts";
 
 const USER = 1000;
@@ -239,5 +242,23 @@ Deno.test("nothing is written below a configured directory others can write", as
       (e: Error) => assert(e.message.includes("can be changed by others"), e.message),
     );
     assertEquals(await tree(secrets), {});
+  });
+});
+
+Deno.test("the state dir's stores replace links planted for their directories, never follow them", async () => {
+  await withTempDir(async (root) => {
+    const outside = await victim(root);
+    const before = await tree(outside);
+    const stateDir = join(root, "state");
+    await Deno.mkdir(stateDir, { mode: 0o700 });
+    for (const sub of ["status", "sandboxes", "quarantine"]) {
+      await Deno.symlink(outside, join(stateDir, sub));
+    }
+    const stores = await AgentStores.open(stateDir, new LogCapture().logger);
+    assertEquals(stores.readOnly, undefined);
+    stores.setStatus("ns/pod", statusRecord("ns/pod"));
+    assertEquals((await stores.record()).status.written, ["ns/pod"]);
+    assertEquals(await tree(outside), before);
+    assertOwnDirs(await tree(stateDir));
   });
 });
