@@ -15,10 +15,21 @@ export async function runCli(
     env?: Record<string, string>;
     /** Permission flags for `deno run`; default: all permissions. */
     denoFlags?: string[];
+    /** A command that runs `deno` in turn (`setpriv` and its flags). */
+    wrapper?: string[];
   } = {},
 ): Promise<CliResult> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", ...(options.denoFlags ?? ["--allow-all"]), "--quiet", MAIN, ...args],
+  const deno = [
+    Deno.execPath(),
+    "run",
+    ...(options.denoFlags ?? ["--allow-all"]),
+    "--quiet",
+    MAIN,
+    ...args,
+  ];
+  const [command, ...rest] = [...options.wrapper ?? [], ...deno];
+  const child = new Deno.Command(command, {
+    args: rest,
     stdin: options.stdin === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
