@@ -204,7 +204,15 @@ export class Agent {
     const names = this.#names.assign(result, obs.manifestFiles);
     await withdraw(this.#opts.config, this.#writes, result, obs, report);
     const left = await this.#checkpoints.write(result, obs, names, report, cut);
-    await converge(this.#opts.config, this.#writes, result, obs, names, report);
+    await converge(
+      this.#opts.config,
+      this.#writes,
+      result,
+      obs,
+      names,
+      report,
+      (id) => this.#checkpoints.refused(id),
+    );
     return left;
   }
 
