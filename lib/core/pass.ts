@@ -143,19 +143,18 @@ export function runPass(input: PassInput): PassResult {
     parents,
     transitioned: obs.runtimeAvailable,
   };
+  /** Removes `id` for a reason that is not its own transition, and says so. */
+  const forget = (id: string, cause: NonNullable<StateChange["cause"]>) => {
+    const from = tracked.get(id)!;
+    result.changes.push({ id, from, to: { name: "remove" }, conditions: conditionsOf(id), cause });
+    tracked.delete(id);
+  };
   // A checkpoint outside the namespaces (left by an earlier version or configuration) is
   // removed whatever was observed: it is no parent's, and might be a tenant's.
   for (const id of sortedIds(tracked.keys())) {
     if (inScope(id)) continue;
-    result.changes.push({
-      id,
-      from: tracked.get(id)!,
-      to: { name: "remove" },
-      conditions: conditionsOf(id),
-      cause: "outside-namespaces",
-    });
+    forget(id, "outside-namespaces");
     result.removes.push(id);
-    tracked.delete(id);
   }
   // The runtime could not say what runs: every checkpoint holds its state
   // (docs/design.md#runtime-unknown).
@@ -180,16 +179,7 @@ export function runPass(input: PassInput): PassResult {
       const affected = others.filter((id) => actionOf(tracked.get(id)!) !== "none");
       if (action === "stop") result.stops.push(...affected, selfId);
       else {
-        for (const id of affected) {
-          result.changes.push({
-            id,
-            from: tracked.get(id)!,
-            to: { name: "remove" },
-            conditions: conditionsOf(id),
-            cause: "self-removed",
-          });
-          tracked.delete(id);
-        }
+        for (const id of affected) forget(id, "self-removed");
         tracked.delete(selfId);
         // Those outside the namespaces may be among them: all by id, self last.
         result.removes = [...sortedIds([...result.removes, ...affected]), selfId];

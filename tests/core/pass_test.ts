@@ -28,18 +28,28 @@ function observe(partial: Partial<Observations>): Observations {
   };
 }
 
-function pass(
+/** The whole result of a pass. */
+function run(
   obs: Partial<Observations>,
   tracked: Record<string, CheckpointState> = {},
   extra: Partial<PassInput> = {},
 ) {
-  const r = runPass({
+  return runPass({
     now: NOW,
     gracePeriod: G,
     observations: observe(obs),
     tracked: new Map(Object.entries(tracked)),
     ...extra,
   });
+}
+
+/** What a plan document says of a pass. */
+function pass(
+  obs: Partial<Observations>,
+  tracked: Record<string, CheckpointState> = {},
+  extra: Partial<PassInput> = {},
+) {
+  const r = run(obs, tracked, extra);
   return {
     starts: r.starts,
     stops: r.stops,
@@ -303,17 +313,11 @@ Deno.test("namespaces: parents outside them are no parents, from the API server 
   const tenant = parent("tenant/escalate");
   const own = parent("kube-system/kube-apiserver");
   for (const apiAvailable of [true, false]) {
-    const r = runPass({
-      now: NOW,
-      gracePeriod: G,
-      ...SCOPE,
-      observations: observe({
-        apiAvailable,
-        apiParents: [tenant, own],
-        localParents: [tenant, own],
-      }),
-      tracked: new Map(),
-    });
+    const r = run(
+      { apiAvailable, apiParents: [tenant, own], localParents: [tenant, own] },
+      {},
+      SCOPE,
+    );
     assertEquals([...r.parents.keys()], ["kube-system/kube-apiserver"]);
     assertEquals(Object.fromEntries(r.tracked), { "kube-system/kube-apiserver": ACTIVE });
   }
@@ -330,20 +334,18 @@ Deno.test("namespaces: a checkpoint outside them is removed whatever is observed
     "tenant/b": { name: "inactive-grace", graceEnd: NOW + G },
   };
   for (const runtimeAvailable of [true, false]) {
-    const r = runPass({
-      now: NOW,
-      gracePeriod: G,
-      ...SCOPE,
-      observations: observe({
+    const r = run(
+      {
         runtimeAvailable,
         apiAvailable: false,
         apiParents: [parent("tenant/c")],
         localParents: [parent("tenant/c")],
         activeCheckpoints: [checkpoint("tenant/c"), checkpoint("kube-system/z")],
         inactiveCheckpoints: [checkpoint("tenant/d"), checkpoint("kube-system/z")],
-      }),
-      tracked: new Map(Object.entries(tracked)),
-    });
+      },
+      tracked,
+      SCOPE,
+    );
     assertEquals(r.removes, ["tenant/a", "tenant/b", "tenant/c", "tenant/d"]);
     assertEquals(r.starts, []);
     assertEquals(Object.fromEntries(r.tracked), { "kube-system/z": ACTIVE });
@@ -396,29 +398,22 @@ Deno.test("a kubelet read unverified adds no parent and no pod: it confirms what
   const known = parent("kube-system/known");
   const listedByApi = parent("kube-system/api");
   const stranger = parent("kube-system/stranger");
-  const obs = (apiAvailable: boolean, kubeletVerified: boolean) =>
-    observe({
-      apiAvailable,
-      kubeletVerified,
-      apiParents: [listedByApi],
-      localParents: [known, listedByApi, stranger],
-    });
-  const run = (o: Observations) =>
-    runPass({
-      now: NOW,
-      gracePeriod: G,
-      observations: o,
-      tracked: new Map([[podId(known), NONE]]),
-    });
+  const obs = (apiAvailable: boolean, kubeletVerified?: boolean): Partial<Observations> => ({
+    apiAvailable,
+    kubeletVerified,
+    apiParents: [listedByApi],
+    localParents: [known, listedByApi, stranger],
+  });
+  const tracked = { [podId(known)]: NONE };
 
   // API down: the stranger is nobody, and the known parent's pod is not what a checkpoint
   // would be written from; L still moves the known one on from none.
-  const down = run(obs(false, false));
+  const down = run(obs(false, false), tracked);
   assertEquals([...down.parents.keys()], []);
   assertEquals(Object.fromEntries(down.tracked), { "kube-system/known": ACTIVE });
   // API up: the API server's parent, with the API server's pod; L confirms it (the known one,
   // gone from the API server, starts its grace period).
-  const up = run(obs(true, false));
+  const up = run(obs(true, false), tracked);
   assertEquals([...up.parents.keys()], ["kube-system/api"]);
   assertEquals(up.parents.get("kube-system/api"), listedByApi);
   assertEquals(Object.fromEntries(up.tracked), {
@@ -426,8 +421,8 @@ Deno.test("a kubelet read unverified adds no parent and no pod: it confirms what
     "kube-system/known": { name: "inactive-grace", graceEnd: NOW + G },
   });
   // Verified (or unset, as every recorded snapshot): the kubelet introduces parents as before.
-  for (const o of [obs(false, true), { ...obs(false, true), kubeletVerified: undefined }]) {
-    const verified = run(o);
+  for (const kubeletVerified of [true, undefined]) {
+    const verified = run(obs(false, kubeletVerified), tracked);
     assertEquals([...verified.parents.keys()].sort(), [
       "kube-system/api",
       "kube-system/known",

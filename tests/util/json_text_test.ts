@@ -9,25 +9,21 @@ function nested(depth: number, value: unknown): unknown {
   return value;
 }
 
+/** Every kind of JSON value, and what JSON.stringify leaves out or writes as null. */
+const SAMPLE = {
+  s: 'quote " and \\ and \n é',
+  n: [0, -1.5, 1e21, null, true, false, undefined],
+  gone: undefined,
+  o: { "": {}, a: [] },
+};
+
 Deno.test("what JSON.stringify can write, it writes, indentation included", () => {
-  const value = {
-    s: 'quote " and \\ and \n é',
-    n: [0, -1.5, 1e21, null, true, false, undefined],
-    gone: undefined,
-    o: { "": {}, a: [] },
-  };
-  assertEquals(jsonText(value), JSON.stringify(value));
-  assertEquals(jsonText(value, 2), JSON.stringify(value, null, 2));
+  assertEquals(jsonText(SAMPLE), JSON.stringify(SAMPLE));
+  assertEquals(jsonText(SAMPLE, 2), JSON.stringify(SAMPLE, null, 2));
 });
 
 Deno.test("past JSON.stringify's depth: the same data, compact, read back whole", () => {
-  const shallow = {
-    s: 'quote " and \\ and \n é',
-    n: [0, -1.5, 1e21, null, true, false, undefined],
-    gone: undefined,
-    o: { "": {}, a: [] },
-  };
-  const deep = nested(100_000, shallow);
+  const deep = nested(100_000, SAMPLE);
   let threw = false;
   try {
     JSON.stringify(deep);
@@ -41,7 +37,7 @@ Deno.test("past JSON.stringify's depth: the same data, compact, read back whole"
   assertEquals(nestsDeeperThan(back, 100_000), true);
   assertEquals(nestsDeeperThan(back, 100_003), false);
   for (let i = 0; i < 100_000; i++) back = back["1"];
-  assertEquals(back, JSON.parse(JSON.stringify(shallow)));
+  assertEquals(back, JSON.parse(JSON.stringify(SAMPLE)));
 });
 
 Deno.test("nestsDeeperThan counts objects and arrays, not what is in them", () => {
