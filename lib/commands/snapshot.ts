@@ -8,6 +8,7 @@ import { trackedFromDisk } from "../pass/observe.ts";
 import { loadConfig } from "../config/load.ts";
 import { snapshotDocument } from "../core/snapshot.ts";
 import { systemClock } from "../core/time.ts";
+import { jsonText } from "../util/json_text.ts";
 import { createLogger } from "../util/log.ts";
 import { connectNode } from "../sources/node.ts";
 
@@ -22,7 +23,8 @@ export async function snapshotCommand(args: string[]): Promise<number> {
       log: createLogger({ minLevel: config.logLevel }),
     });
     const observation = await agent.observe(trackedFromDisk(config.stateDir));
-    console.log(JSON.stringify(snapshotDocument(observation.input), null, 2));
+    // Any pod of the node is in it, however deep it nests.
+    console.log(jsonText(snapshotDocument(observation.input), 2));
     return 0;
   } finally {
     sources.runtime.close();

@@ -6,7 +6,8 @@
 import { isIP } from "node:net";
 import { isAbsolute } from "node:path";
 import { parseQuantity } from "../core/downward_api.ts";
-import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
+import { isValidObjectName } from "../core/ids.ts";
+import { namespacesProblem } from "../core/pod.ts";
 import { formatDuration, parseDuration } from "./duration.ts";
 
 /** What is wrong with a value, without the setting's name (the loader adds it). */
@@ -152,12 +153,8 @@ export const namespaceList: Kind<string[]> = {
     if (!Array.isArray(value)) {
       return new Problem(`must be a list of namespace names, not ${describe(value)}`);
     }
-    for (const [i, item] of value.entries()) {
-      if (typeof item !== "string" || !isValidNamespace(item)) {
-        return new Problem(`item ${i}: ${describe(item)} is not a valid namespace name`);
-      }
-    }
-    return [...new Set(value as string[])];
+    const problem = namespacesProblem(value);
+    return problem === undefined ? [...new Set(value as string[])] : new Problem(problem);
   },
 };
 

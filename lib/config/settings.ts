@@ -245,9 +245,11 @@ export const SETTINGS = {
     flag: "namespace",
     kind: namespaceList,
     field: "namespaces",
-    default: [],
-    defaultText: "all",
-    help: "only parents in these namespaces (YAML: a list)",
+    // Whoever can create pods in a namespace listed here can have the node run one as a static
+    // pod: docs/design.md#trust.
+    default: ["kube-system"],
+    help:
+      "the namespaces parents may come from (YAML: a list), or `'*'`: all, trusting whoever creates pods",
   }),
   adminListen: setting({
     flag: "admin-listen",

@@ -4,7 +4,7 @@
  * Pure: the caller supplies the clock reading and the observations.
  */
 import { compareIds } from "./ids.ts";
-import { isCheckpoint, isValidParent, type Pod, podsById } from "./pod.ts";
+import { inNamespaces, isCheckpoint, isValidParent, type Pod, podId, podsById } from "./pod.ts";
 import { type SelfIdentity, selfIdOf } from "./self.ts";
 import {
   type Action,
@@ -24,6 +24,13 @@ export interface Observations {
   apiAvailable: boolean;
   runtimeAvailable: boolean;
   kubeletAvailable: boolean;
+  /**
+   * The kubelet's answer was read with its serving certificate verified; unset: it was. An
+   * answer read unverified (kubeletCaFile off, a certificate the CA did not sign, the read-only
+   * port) adds no parent: its pods only confirm (L) checkpoints already tracked and parents the
+   * API server lists, and no checkpoint is written from them (docs/design.md#trust).
+   */
+  kubeletVerified?: boolean;
   localRunning: readonly Pod[];
   localParents: readonly Pod[];
   apiParents: readonly Pod[];
@@ -35,6 +42,11 @@ export interface PassInput {
   now: Instant;
   gracePeriod: Duration;
   self?: SelfIdentity;
+  /**
+   * The namespaces parents may come from (the `namespace` setting); unset or `["*"]`: every
+   * one. A checkpoint outside them is removed (docs/design.md#trust).
+   */
+  namespaces?: readonly string[];
   observations: Observations;
   /** What the previous pass left tracked, by id. Never contains `remove`. */
   tracked: ReadonlyMap<string, CheckpointState>;
@@ -45,8 +57,11 @@ export interface StateChange {
   from: CheckpointState;
   to: CheckpointState;
   conditions: Conditions;
-  /** Set when the change is a consequence of the agent's own checkpoint, not of this one. */
-  cascade?: "self-removed";
+  /**
+   * Set when the change is not this checkpoint's transition: a consequence of the agent's own
+   * checkpoint, or its namespace outside `namespaces`.
+   */
+  cause?: "self-removed" | "outside-namespaces";
 }
 
 export interface PassResult {
@@ -55,7 +70,10 @@ export interface PassResult {
   removes: string[];
   /** Every checkpoint still tracked after the pass; removed ones are absent. */
   tracked: Map<string, CheckpointState>;
-  /** Every state change of the pass, self first, then by id. */
+  /**
+   * Every state change of the pass: the checkpoints outside the namespaces by id, then self,
+   * then the others by id.
+   */
   changes: StateChange[];
   /** Valid parents seen this pass, by id: what the apply step checkpoints. */
   parents: Map<string, Pod>;
@@ -76,11 +94,15 @@ export function runPass(input: PassInput): PassResult {
   const { now, gracePeriod, observations: obs } = input;
   const selfId = input.self ? selfIdOf(input.self) : undefined;
   const isSelf = (id: string) => id === selfId;
+  // Self is the agent's own pod, named by its own environment: in scope wherever it runs.
+  const namespaceIn = inNamespaces(input.namespaces);
+  const inScope = (id: string) => isSelf(id) || namespaceIn(id.slice(0, id.indexOf("/")));
+  const isParent = (pod: Pod) => isValidParent(pod) && inScope(podId(pod));
 
-  const localParents = obs.kubeletAvailable
-    ? podsById(obs.localParents, isValidParent)
+  const listed = obs.kubeletAvailable
+    ? podsById(obs.localParents, isParent)
     : new Map<string, Pod>();
-  const apiParents = obs.apiAvailable ? podsById(obs.apiParents, isValidParent) : new Map();
+  const apiParents = obs.apiAvailable ? podsById(obs.apiParents, isParent) : new Map();
   const running = podsById(obs.localRunning);
   const tracked = new Map(input.tracked);
 
@@ -94,12 +116,24 @@ export function runPass(input: PassInput): PassResult {
       if (!tracked.has(id)) tracked.set(id, isSelf(id) ? SELF : state);
     }
   }
-  const parents = new Map([...localParents, ...apiParents]);
+  // A kubelet read unverified may be anyone on the node: its pods confirm what is known, and
+  // are never what a checkpoint is made from.
+  const verified = obs.kubeletVerified !== false;
+  const localParents = verified
+    ? listed
+    : new Map([...listed].filter(([id]) => tracked.has(id) || apiParents.has(id)));
+  const parents = new Map([...(verified ? localParents : []), ...apiParents]);
   for (const id of parents.keys()) if (!tracked.has(id)) tracked.set(id, NONE);
   if (selfId !== undefined && tracked.has(selfId) && actionOf(tracked.get(selfId)!) === "none") {
     tracked.set(selfId, SELF);
   }
 
+  const conditionsOf = (id: string): Conditions => ({
+    apiAvailable: obs.apiAvailable,
+    apiParent: apiParents.has(id),
+    localRunning: running.has(id),
+    localParent: localParents.has(id),
+  });
   const result: PassResult = {
     starts: [],
     stops: [],
@@ -109,16 +143,23 @@ export function runPass(input: PassInput): PassResult {
     parents,
     transitioned: obs.runtimeAvailable,
   };
+  /** Removes `id` for a reason that is not its own transition, and says so. */
+  const forget = (id: string, cause: NonNullable<StateChange["cause"]>) => {
+    const from = tracked.get(id)!;
+    result.changes.push({ id, from, to: { name: "remove" }, conditions: conditionsOf(id), cause });
+    tracked.delete(id);
+  };
+  // A checkpoint outside the namespaces (left by an earlier version or configuration) is
+  // removed whatever was observed: it is no parent's, and might be a tenant's.
+  for (const id of sortedIds(tracked.keys())) {
+    if (inScope(id)) continue;
+    forget(id, "outside-namespaces");
+    result.removes.push(id);
+  }
   // The runtime could not say what runs: every checkpoint holds its state
   // (docs/design.md#runtime-unknown).
   if (!obs.runtimeAvailable) return result;
 
-  const conditionsOf = (id: string): Conditions => ({
-    apiAvailable: obs.apiAvailable,
-    apiParent: apiParents.has(id),
-    localRunning: running.has(id),
-    localParent: localParents.has(id),
-  });
   const step = (id: string): CheckpointState => {
     const from = tracked.get(id)!;
     const conditions = conditionsOf(id);
@@ -136,20 +177,12 @@ export function runPass(input: PassInput): PassResult {
     if (action === "start") result.starts.push(selfId);
     if (action === "stop" || action === "remove") {
       const affected = others.filter((id) => actionOf(tracked.get(id)!) !== "none");
-      const list = action === "stop" ? result.stops : result.removes;
-      list.push(...affected, selfId);
-      if (action === "remove") {
-        for (const id of affected) {
-          result.changes.push({
-            id,
-            from: tracked.get(id)!,
-            to: { name: "remove" },
-            conditions: conditionsOf(id),
-            cascade: "self-removed",
-          });
-          tracked.delete(id);
-        }
+      if (action === "stop") result.stops.push(...affected, selfId);
+      else {
+        for (const id of affected) forget(id, "self-removed");
         tracked.delete(selfId);
+        // Those outside the namespaces may be among them: all by id, self last.
+        result.removes = [...sortedIds([...result.removes, ...affected]), selfId];
       }
       return result;
     }
@@ -170,7 +203,9 @@ export function runPass(input: PassInput): PassResult {
     if (after !== before && after !== "none") reports[after].push(id);
   }
 
-  // Step 4: stops and removes were collected in id order; starts may hold self at the front.
+  // Step 4: stops were collected in id order; starts may hold self at the front, removes those
+  // outside the namespaces.
   result.starts.sort(compareIds);
+  result.removes.sort(compareIds);
   return result;
 }

@@ -4,6 +4,7 @@
  * survive.
  */
 import * as v from "valibot";
+import { isValidNamespace } from "./ids.ts";
 import { looseObject, record } from "./schema.ts";
 
 export const CHECKPOINT_ANNOTATION = "checkpointer.alpha.coreos.com/checkpoint";
@@ -61,10 +62,40 @@ export function isValidParent(pod: Pod): boolean {
     !isStaticPod(pod);
 }
 
-/** The `namespace` setting's filter: only pods in these namespaces; every pod when empty. */
-export function inNamespaces(namespaces: readonly string[]): (pod: Pod) => boolean {
+/** The `namespace` setting's word for every namespace (docs/design.md#trust). */
+export const EVERY_NAMESPACE = "*";
+
+/**
+ * What is wrong with a list of the namespaces parents may come from, if anything, in one line
+ * (without the setting's name): each a namespace name, or `*` alone. An empty list would be read
+ * as "every namespace" by someone and as "none" by someone else, and `*` beside names as a typo
+ * or as "every namespace": neither is guessed.
+ */
+export function namespacesProblem(namespaces: readonly unknown[]): string | undefined {
+  if (namespaces.length === 0) {
+    return `an empty list names no namespace: list the namespaces parents may come from, or ` +
+      `"${EVERY_NAMESPACE}" for every namespace`;
+  }
+  for (const [i, item] of namespaces.entries()) {
+    if (item === EVERY_NAMESPACE && namespaces.length > 1) {
+      return `item ${i}: "${EVERY_NAMESPACE}" (every namespace) stands alone, not beside other ` +
+        "namespaces";
+    }
+    if (item !== EVERY_NAMESPACE && (typeof item !== "string" || !isValidNamespace(item))) {
+      return `item ${i}: ${JSON.stringify(item) ?? "nothing"} is not a valid namespace name`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The `namespace` setting's filter: whether parents may come from a namespace. Unset, or
+ * `["*"]`: every namespace.
+ */
+export function inNamespaces(namespaces?: readonly string[]): (namespace: string) => boolean {
+  if (namespaces === undefined || namespaces.includes(EVERY_NAMESPACE)) return () => true;
   const allowed = new Set(namespaces);
-  return (pod) => allowed.size === 0 || allowed.has(pod.metadata.namespace);
+  return (namespace) => allowed.has(namespace);
 }
 
 /** Indexes pods by id, keeping those the filter accepts; a later duplicate wins. */

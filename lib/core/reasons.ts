@@ -12,10 +12,17 @@ export interface Explanation {
 
 export function explainChange(change: StateChange): Explanation {
   const { to, conditions: c } = change;
-  if (change.cascade === "self-removed") {
+  if (change.cause === "self-removed") {
     return {
       reason: "AgentCheckpointRemoved",
       message: "the agent's own parent was deleted, so every checkpoint is removed",
+    };
+  }
+  if (change.cause === "outside-namespaces") {
+    return {
+      reason: "OutsideNamespaces",
+      message: "its namespace is not one the namespace setting lets parents come from: " +
+        "withdrawn and removed",
     };
   }
   switch (to.name) {

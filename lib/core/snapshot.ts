@@ -6,7 +6,7 @@
 import * as v from "valibot";
 import { compareIds, splitId } from "./ids.ts";
 import type { PassInput, PassResult } from "./pass.ts";
-import { type Pod, PodSchema } from "./pod.ts";
+import { namespacesProblem, type Pod, PodSchema } from "./pod.ts";
 import { type SelfIdentity, SelfIdentitySchema } from "./self.ts";
 import {
   type CheckpointState,
@@ -74,9 +74,14 @@ export const SnapshotSchema = v.pipe(
       DEFAULT_GRACE_PERIOD_SECONDS,
     ),
     self: v.optional(SelfIdentitySchema),
+    namespaces: v.optional(v.pipe(
+      v.array(v.string()),
+      v.check((list) => !namespacesProblem(list), (issue) => namespacesProblem(issue.input)!),
+    )),
     apiAvailable: v.boolean(),
     runtimeAvailable: v.optional(v.boolean(), true),
     kubeletAvailable: v.optional(v.boolean(), true),
+    kubeletVerified: v.optional(v.boolean(), true),
     localRunning: PodList,
     localParents: PodList,
     apiParents: PodList,
@@ -136,10 +141,12 @@ export function parseSnapshot(text: string): PassInput {
     now: s.now,
     gracePeriod: secondsToDuration(s.gracePeriodSeconds),
     self: s.self,
+    namespaces: s.namespaces,
     observations: {
       apiAvailable: s.apiAvailable,
       runtimeAvailable: s.runtimeAvailable,
       kubeletAvailable: s.kubeletAvailable,
+      kubeletVerified: s.kubeletVerified,
       localRunning: s.localRunning,
       localParents: s.localParents,
       apiParents: s.apiParents,
@@ -189,9 +196,11 @@ export interface SnapshotDocument {
   now: string;
   gracePeriodSeconds: number;
   self?: SelfIdentity;
+  namespaces?: string[];
   apiAvailable: boolean;
   runtimeAvailable: boolean;
   kubeletAvailable: boolean;
+  kubeletVerified: boolean;
   localRunning: Pod[];
   localParents: Pod[];
   apiParents: Pod[];
@@ -207,9 +216,11 @@ export function snapshotDocument(input: PassInput): SnapshotDocument {
     now: formatInstant(input.now as Instant),
     gracePeriodSeconds: Number(input.gracePeriod) / 1e9,
     ...(input.self ? { self: input.self } : {}),
+    ...(input.namespaces ? { namespaces: [...input.namespaces] } : {}),
     apiAvailable: o.apiAvailable,
     runtimeAvailable: o.runtimeAvailable,
     kubeletAvailable: o.kubeletAvailable,
+    kubeletVerified: o.kubeletVerified !== false,
     localRunning: [...o.localRunning],
     localParents: [...o.localParents],
     apiParents: [...o.apiParents],

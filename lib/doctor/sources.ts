@@ -11,6 +11,7 @@
 import type { Config } from "../config/types.ts";
 import {
   CHECKPOINT_ANNOTATION,
+  EVERY_NAMESPACE,
   inNamespaces,
   isValidParent,
   type Pod,
@@ -18,7 +19,7 @@ import {
 } from "../core/pod.ts";
 import { askServerTime, type ServerTime } from "../sources/apiserver.ts";
 import type { KubeconfigResult } from "../sources/kubeconfig.ts";
-import { SELF_SIGNED_KUBELET_CA } from "../sources/kubelet.ts";
+import { type KubeletPods, SELF_SIGNED_KUBELET_CA } from "../sources/kubelet.ts";
 import type { NodeSources } from "../sources/node.ts";
 import { failed, isConfigurationFailure, type SourceResult } from "../sources/types.ts";
 import type { Fields } from "../util/log.ts";
@@ -63,18 +64,26 @@ function apiServerFinding(config: Config, result: SourceResult<Pod[]>): Finding 
 
 function kubeletFinding(
   config: Config,
-  result: SourceResult<Pod[]>,
+  result: SourceResult<KubeletPods>,
   apiServerDown: boolean,
   unverified: string | undefined,
 ): Finding {
   const subject = "kubelet";
   if (result.ok) {
-    const found = `the kubelet at ${config.kubeletUrl} answers: ${result.value.length} pods`;
-    if (unverified === undefined) return ok("source", subject, found);
+    const found = `the kubelet at ${config.kubeletUrl} answers: ${result.value.pods.length} pods`;
+    if (result.value.verified) return ok("source", subject, found);
+    if (unverified === undefined) {
+      return ok(
+        "source",
+        subject,
+        `${found}, read unverified (kubeletCaFile is off, or the read-only port answered): ` +
+          "its answers add no parent",
+      );
+    }
     return warning(
       "source",
       subject,
-      `${found}, asked unverified: ${unverified}`,
+      `${found}, asked unverified (${unverified}): its answers add no parent`,
       `set kubeletCaFile (--kubelet-ca-file) to the CA of the kubelet's serving certificate (for ` +
         `a kubelet's own self-signed certificate: ${SELF_SIGNED_KUBELET_CA}), or to off to ask it ` +
         "unverified knowingly",
@@ -141,17 +150,29 @@ function runtimeFinding(config: Config, result: SourceResult<unknown[]>): Findin
 }
 
 /** The parents the agent would see, filtered as the agent does; undefined: no source said. */
-function parentsFrom(config: Config, api: SourceResult<Pod[]>, kubelet: SourceResult<Pod[]>) {
-  const pods = api.ok ? api.value : kubelet.ok ? kubelet.value : undefined;
+function parentsFrom(
+  config: Config,
+  api: SourceResult<Pod[]>,
+  kubelet: SourceResult<KubeletPods>,
+) {
+  const pods = api.ok ? api.value : kubelet.ok ? kubelet.value.pods : undefined;
   if (pods === undefined) return undefined;
-  const from = api.ok ? "the API server" : "the kubelet (the API server did not answer)";
-  return { from, parents: pods.filter(isValidParent).filter(inNamespaces(config.namespaces)) };
+  const from = api.ok
+    ? "the API server"
+    : kubelet.ok && kubelet.value.verified
+    ? "the kubelet (the API server did not answer)"
+    : "the kubelet, read unverified (the API server did not answer), which adds no parent";
+  const inScope = inNamespaces(config.namespaces);
+  return {
+    from,
+    parents: pods.filter((pod) => isValidParent(pod) && inScope(pod.metadata.namespace)),
+  };
 }
 
 function parentFindings(
   config: Config,
   api: SourceResult<Pod[]>,
-  kubelet: SourceResult<Pod[]>,
+  kubelet: SourceResult<KubeletPods>,
 ): Finding[] {
   const seen = parentsFrom(config, api, kubelet);
   if (seen === undefined) {
@@ -168,7 +189,9 @@ function parentFindings(
       "parent-network",
       "parents",
       `no pod asks to be checkpointed (from ${from}${
-        config.namespaces.length > 0 ? `, in namespaces ${config.namespaces.join(", ")}` : ""
+        config.namespaces.includes(EVERY_NAMESPACE)
+          ? ""
+          : `, in namespaces ${config.namespaces.join(", ")}`
       }): nothing on this node is protected`,
       `annotate the control-plane pods ${CHECKPOINT_ANNOTATION}: "true", or correct namespace`,
     )];

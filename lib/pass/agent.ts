@@ -70,6 +70,8 @@ export class Agent {
   readonly #names: ManifestNamer;
   readonly #checkpoints: CheckpointWriter;
   readonly #stalls: StalledStartLog;
+  /** Checkpoints outside the namespaces that the last pass removed: each is said once. */
+  #outside = new Set<string>();
 
   constructor(opts: AgentOptions) {
     const { config, sources, clock, log } = opts;
@@ -172,7 +174,27 @@ export class Agent {
     const result = runPass(obs.input);
     const report = plannedReport(started, obs.failures, result);
     for (const change of report.changes) log.info("state change", change);
+    this.#sayOutside(result);
     return { started, bytesBefore, obs, result, report };
+  }
+
+  /**
+   * A checkpoint outside the namespaces parents may come from (left by an earlier version or
+   * configuration) is said at warn once, with the setting that would keep it.
+   */
+  #sayOutside(result: PassResult) {
+    const outside = new Set(
+      result.changes.filter((c) => c.cause === "outside-namespaces").map((c) => c.id),
+    );
+    for (const id of outside) {
+      if (this.#outside.has(id)) continue;
+      const namespace = id.slice(0, id.indexOf("/"));
+      this.#opts.log.warn(
+        "checkpoint outside the namespaces parents may come from: withdrawn and removed",
+        { id, keep: `add ${namespace} to the namespace setting (--namespace) to keep it` },
+      );
+    }
+    this.#outside = outside;
   }
 
   /** Returns how many checkpoint writes `cut` left to the next pass. */
@@ -182,7 +204,15 @@ export class Agent {
     const names = this.#names.assign(result, obs.manifestFiles);
     await withdraw(this.#opts.config, this.#writes, result, obs, report);
     const left = await this.#checkpoints.write(result, obs, names, report, cut);
-    await converge(this.#opts.config, this.#writes, result, obs, names, report);
+    await converge(
+      this.#opts.config,
+      this.#writes,
+      result,
+      obs,
+      names,
+      report,
+      (id) => this.#checkpoints.refused(id),
+    );
     return left;
   }
 

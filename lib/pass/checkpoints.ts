@@ -14,6 +14,7 @@ import {
   versionsDir,
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
+import { nestsDeeperThan } from "../core/json.ts";
 import type { ManifestNames } from "../core/manifest_names.ts";
 import type { PassResult } from "../core/pass.ts";
 import type { Pod } from "../core/pod.ts";
@@ -62,6 +63,24 @@ import type { Observation } from "./observe.ts";
 import type { PassReport } from "./report.ts";
 import type { SourceFailureLog } from "./source_failures.ts";
 import type { Outcome, Writes } from "./writes.ts";
+
+/**
+ * How deep a parent's JSON may nest for a checkpoint to be made of it. A pod nests about 15
+ * levels. Copying one takes structuredClone and JSON.stringify, which recurse and fail a few
+ * thousand levels down (structuredClone from about 3,000 in Deno 2.9.6, less on a deeper call
+ * stack): a parent past this bound is refused whole, before anything recursive sees it
+ * (docs/design.md#one-object).
+ */
+const MAX_NESTING = 200;
+
+/** Why no checkpoint can be made of `parent` at all, if none can. */
+function refusal(parent: Pod): string | undefined {
+  if (!nestsDeeperThan(parent, MAX_NESTING)) return undefined;
+  const field = Object.keys(parent).find((key) =>
+    nestsDeeperThan((parent as Record<string, unknown>)[key], MAX_NESTING - 1)
+  );
+  return `its ${field} nests deeper than ${MAX_NESTING} levels: no copy of it can be made`;
+}
 
 /** The parents whose checkpoints this pass writes. */
 export function checkpointedIds(result: PassResult): string[] {
@@ -191,6 +210,10 @@ export class CheckpointWriter {
   readonly #refreshedAt = new Map<string, Instant>();
   /** Per parent: the sanitizer's warnings last logged, so that each is said once. */
   readonly #warned = new Map<string, string>();
+  /** Per parent of which no checkpoint can be made: why, as said once (refusal). */
+  readonly #refused = new Map<string, string>();
+  /** Parents frozen whole (lib/util/frozen.ts) of which no checkpoint can be made, and why. */
+  readonly #refusals = new WeakMap<Pod, string>();
   /** Inactive manifests known to be what their parent (the key) makes of them. */
   readonly #checkedManifests = new VerifiedFiles();
   /**
@@ -228,6 +251,14 @@ export class CheckpointWriter {
     return this.#candidates.get(id);
   }
 
+  /**
+   * No checkpoint of this parent can be made (its pod as a whole is refused, and the log said
+   * why): whatever it lacks on disk is said, not an error of every pass.
+   */
+  refused(id: string): boolean {
+    return this.#refused.has(id);
+  }
+
   /** How many candidates wait. */
   get candidatesWaiting(): number {
     return this.#candidates.size;
@@ -263,7 +294,9 @@ export class CheckpointWriter {
     // a turn of the event loop each, and only the others are worked on.
     const looks = new Map<string, Look>();
     for (const id of ids) {
-      const look = this.#look(id, result.parents.get(id)!, names.names.get(id), now, obs);
+      const parent = result.parents.get(id)!;
+      if (this.#refuse(id, parent)) continue;
+      const look = this.#look(id, parent, names.names.get(id), now, obs);
       if (look !== "as left") looks.set(id, look);
     }
     const blocked = new Map(names.blocked.map((b) => [b.id, b.reason]));
@@ -318,6 +351,7 @@ export class CheckpointWriter {
       const memory of [
         this.#refreshedAt,
         this.#warned,
+        this.#refused,
         this.#objects,
         this.#storedFiles,
         this.#inPlace,
@@ -742,6 +776,31 @@ export class CheckpointWriter {
     if (known === undefined) return false;
     const now = this.#versionsOf(known.refs);
     return now !== undefined && now !== known.versions;
+  }
+
+  /**
+   * Whether no checkpoint of `parent` can be made this pass: one object's failure, not the
+   * pass's, said once while it lasts (again when the reason changes). Its kept version, if it
+   * has one, stays as it is.
+   */
+  #refuse(id: string, parent: Pod): boolean {
+    // A parent whose digest is kept passed this check when it was taken.
+    const why = this.#parentKeys.has(parent)
+      ? undefined
+      : this.#refusals.get(parent) ?? refusal(parent);
+    if (why === undefined) {
+      this.#refused.delete(id);
+      return false;
+    }
+    if (isFrozenWhole(parent)) this.#refusals.set(parent, why);
+    if (this.#refused.get(id) !== why) {
+      this.#refused.set(id, why);
+      this.#opts.log.error("no checkpoint can be made of this parent; its kept version stays", {
+        id,
+        error: why,
+      });
+    }
+    return true;
   }
 
   /** What a parent's checkpoint cannot copy, logged when it is first seen or changes. */

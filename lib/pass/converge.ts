@@ -80,7 +80,11 @@ export async function withdraw(
   await appliedOnceSynced(paths, writes, report, "stop", stops, removed);
 }
 
-/** Start, then remove: after the checkpoint writes, which a start links. */
+/**
+ * Start, then remove: after the checkpoint writes, which a start links. `refused`: no checkpoint
+ * of this parent can be made, and the log said so (CheckpointWriter.refused); a start without
+ * an inactive manifest is then no error of its own.
+ */
 export async function converge(
   paths: CheckpointTrees,
   writes: Writes,
@@ -88,6 +92,7 @@ export async function converge(
   obs: Observation,
   names: ManifestNames,
   report: PassReport,
+  refused: (id: string) => boolean = () => false,
 ) {
   const desired = desiredActions(result);
   const active = obs.manifestFiles.active;
@@ -100,7 +105,7 @@ export async function converge(
         ? "no-inactive-manifest"
         : await activateCheckpoint(paths, id, file, false);
       if (outcome === "written") linked.add(id);
-      if (outcome === "no-inactive-manifest") {
+      if (outcome === "no-inactive-manifest" && !refused(id)) {
         throw new Error(
           "no inactive manifest to activate (it will be written when the parent is seen)",
         );

@@ -6,7 +6,7 @@
 import type { Config } from "../config/types.ts";
 import type { ManifestListing } from "../core/manifest_names.ts";
 import type { PassInput } from "../core/pass.ts";
-import { inNamespaces, isCheckpoint, type Pod, podId } from "../core/pod.ts";
+import { isCheckpoint, type Pod, podId } from "../core/pod.ts";
 import type { CheckpointState } from "../core/state.ts";
 import { type Clock, millisToDuration } from "../core/time.ts";
 import {
@@ -135,7 +135,6 @@ export class Observer {
     const { active, inactive } = known && !quiet ? await this.#readDirs() : dirs;
     this.#dirs = dirsQuiet === undefined ? undefined : { quiet: dirsQuiet, active, inactive };
     const failures: SourceFailure[] = [];
-    const keep = inNamespaces(config.namespaces);
     const apiPods = valueOr(api, failures);
     const kubeletPods = valueOr(kubelet, failures);
     valueOr(runtime, failures);
@@ -144,12 +143,14 @@ export class Observer {
         now,
         gracePeriod: millisToDuration(config.checkpointGracePeriodMs),
         self: config.self,
+        namespaces: config.namespaces,
         observations: {
           apiAvailable: apiPods !== undefined,
           kubeletAvailable: kubeletPods !== undefined,
+          kubeletVerified: kubeletPods?.verified ?? false,
           runtimeAvailable: running !== undefined,
-          apiParents: (apiPods ?? []).filter(keep),
-          localParents: (kubeletPods ?? []).filter(keep),
+          apiParents: apiPods ?? [],
+          localParents: kubeletPods?.pods ?? [],
           localRunning: (running ?? []).map(runningAsPod),
           activeCheckpoints: active.pods,
           inactiveCheckpoints: inactive.pods,

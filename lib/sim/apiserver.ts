@@ -12,6 +12,7 @@ import {
   type PeerStream,
   startSimPeer,
 } from "./peer.ts";
+import { jsonText } from "../util/json_text.ts";
 import type { SimCa } from "./pki.ts";
 
 /** How the server answers a watch: "silent" opens it and then never writes, nor ends it;
@@ -289,7 +290,7 @@ export async function startSimApiServer(
   function sameObject(a: Json | undefined, b: Json): boolean {
     if (a === undefined) return false;
     const strip = (o: Json) =>
-      JSON.stringify({ ...o, metadata: { ...metadataOf(o), resourceVersion: undefined } });
+      jsonText({ ...o, metadata: { ...metadataOf(o), resourceVersion: undefined } });
     return strip(a) === strip({ kind: a.kind, apiVersion: a.apiVersion, ...b });
   }
 

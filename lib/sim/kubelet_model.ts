@@ -3,8 +3,10 @@
  * pkg/kubelet that decide whether a control plane comes back after an outage.
  *
  * - Admission (kubelet.go HandlePodAdditions, lifecycle/predicate.go): the file source's pods
- *   before the API server's; a pod declaring a host port that an admitted pod declares is
- *   rejected (the NodePorts predicate): Failed, reason NodePorts, never run, never retried.
+ *   before the API server's; a pod whose nodeSelector the node's labels do not match is
+ *   rejected (the NodeAffinity predicate; a pod bound with `spec.nodeName` never met the
+ *   scheduler), and so is a pod declaring a host port that an admitted pod declares (NodePorts):
+ *   Failed, never run, never retried.
  * - One ready sandbox per pod; after a power cut a new one (the old ones stay, NOTREADY, their
  *   containers EXITED, as containerd keeps them).
  * - A container of a pod from the API server cannot be made before the kubelet has read the
@@ -49,6 +51,11 @@ export const KUBELET_TIMINGS: KubeletTimings = {
 export const NODE_PORTS_REJECTION = {
   reason: "NodePorts",
   message: "Pod was rejected: Predicate NodePorts failed",
+};
+
+export const NODE_AFFINITY_REJECTION = {
+  reason: "NodeAffinity",
+  message: "Pod was rejected: Predicate NodeAffinity failed",
 };
 
 const SERVICES_NOT_READ = {
@@ -131,6 +138,14 @@ function containersOf(pod: Pod): Json[] {
   return asArray(isObject(pod.spec) ? pod.spec.containers : undefined);
 }
 
+/** Whether the node's labels match every term of the pod's nodeSelector. */
+function selectsNode(pod: Pod, labels: Readonly<Record<string, string>>): boolean {
+  const selector = isObject(pod.spec) && isObject(pod.spec.nodeSelector)
+    ? pod.spec.nodeSelector
+    : {};
+  return Object.entries(selector).every(([key, value]) => labels[key] === value);
+}
+
 function isTerminal(pod: Pod): boolean {
   const phase = isObject(pod.status) ? pod.status.phase : undefined;
   return phase === "Failed" || phase === "Succeeded";
@@ -168,11 +183,18 @@ export class KubeletModel {
   #servicesReadAt: Instant | undefined;
 
   readonly #crashes: Crashes;
+  readonly #nodeLabels: Readonly<Record<string, string>>;
 
-  constructor(timings: KubeletTimings, listensOn: ListensOn, crashes: Crashes = () => false) {
+  constructor(
+    timings: KubeletTimings,
+    listensOn: ListensOn,
+    crashes: Crashes = () => false,
+    nodeLabels: Readonly<Record<string, string>> = {},
+  ) {
     this.#timings = timings;
     this.#listensOn = listensOn;
     this.#crashes = crashes;
+    this.#nodeLabels = nodeLabels;
   }
 
   /** The node loses power and boots: every process is gone, the kubelet starts afresh. */
@@ -226,9 +248,14 @@ export class KubeletModel {
       const used = [...this.#pods.values()]
         .filter((other) => !other.terminal)
         .flatMap((other) => declaredHostPorts(other.pod, ["containers"]));
-      if (hostPortsConflict(declaredHostPorts(pod, ["containers"]), used)) {
-        managed.terminal = NODE_PORTS_REJECTION;
-        this.#event(now, pod, "rejected", { detail: NODE_PORTS_REJECTION.message });
+      const rejection = !selectsNode(pod, this.#nodeLabels)
+        ? NODE_AFFINITY_REJECTION
+        : hostPortsConflict(declaredHostPorts(pod, ["containers"]), used)
+        ? NODE_PORTS_REJECTION
+        : undefined;
+      if (rejection) {
+        managed.terminal = rejection;
+        this.#event(now, pod, "rejected", { detail: rejection.message });
       } else {
         this.#event(now, pod, "admitted");
       }

@@ -72,6 +72,15 @@ function programPorts(cluster: ControlPlane): ListensOn {
   return (container) => byImage.get(String(container.image)) ?? [];
 }
 
+/** The labels a control-plane node carries, which a pod's nodeSelector is matched against. */
+function nodeLabels(nodeName: string): Record<string, string> {
+  return {
+    "kubernetes.io/hostname": nodeName,
+    "kubernetes.io/os": "linux",
+    "node-role.kubernetes.io/control-plane": "",
+  };
+}
+
 /** The node's kubeconfig, with a client certificate the cluster's CA issues now. */
 async function writeNodeKubeconfig(
   root: string,
@@ -184,6 +193,7 @@ export class SimNode {
           timings,
           programPorts(cluster),
           (container) => brokenImages.has(String(container.image)),
+          nodeLabels(nodeName),
         ),
         apiServerLabels: options.apiServerLabels,
         brokenImages,

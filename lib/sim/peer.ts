@@ -12,6 +12,7 @@ import http2 from "node:http2";
 import https from "node:https";
 import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
+import { jsonText } from "../util/json_text.ts";
 
 /**
  * How a peer misbehaves. "hang" accepts the request and never answers. The others answer 200
@@ -145,7 +146,7 @@ function sendStream(
   res.on("close", closed);
   response.stream({
     write: (value) => {
-      if (!over) res.write(`${JSON.stringify(value)}\n`);
+      if (!over) res.write(`${jsonText(value)}\n`);
     },
     end: () => {
       if (!over) res.end();
@@ -170,7 +171,7 @@ function send(
   }
   const text = typeof response.body === "string";
   const payload = new TextEncoder().encode(
-    text ? response.body as string : JSON.stringify(response.body),
+    text ? response.body as string : jsonText(response.body),
   );
   res.writeHead(response.status, {
     "content-type": options.contentType ??

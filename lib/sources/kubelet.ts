@@ -12,7 +12,8 @@
  *   (nothing replayable leaves the node), said once, and remembered for the client's lifetime;
  * - `kubeletCaFile: off`: not verified; the client certificate only.
  * A token is never sent to a kubelet that was not verified: the call fails as misconfigured and
- * says to set kubeletCaFile.
+ * says to set kubeletCaFile. An answer read unverified, or from the read-only port, is marked so
+ * (KubeletPods.verified): it adds no parent.
  */
 import type { Pod } from "../core/pod.ts";
 import { AnswerMemo } from "./answer_memo.ts";
@@ -26,10 +27,22 @@ import {
 } from "./http.ts";
 import { type Credentials, readBearerToken } from "./kubeconfig.ts";
 import { chooseProxy, type ProxyEnvironment } from "./proxy.ts";
-import { failed, type SourceResult } from "./types.ts";
+import { failed, type SourceResult, succeeded } from "./types.ts";
+
+/** The kubelet's `/pods`, and whether its answer can be trusted to name parents. */
+export interface KubeletPods {
+  pods: Pod[];
+  /**
+   * Read over TLS with the kubelet's serving certificate verified. An answer read unverified
+   * (kubeletCaFile off, a certificate the CA does not verify, the read-only port) may come
+   * from anyone who got the port first, e.g. while the kubelet restarts: it confirms known
+   * parents, and adds none (docs/design.md#trust).
+   */
+  verified: boolean;
+}
 
 export interface KubeletClient {
-  listPods(): Promise<SourceResult<Pod[]>>;
+  listPods(): Promise<SourceResult<KubeletPods>>;
 }
 
 /** How the kubelet's serving certificate is verified (the `kubeletCaFile` setting). */
@@ -52,7 +65,7 @@ export interface KubeletClientOptions {
   /** Where the proxy variables are read, once, now (lib/sources/proxy.ts). */
   env?: ProxyEnvironment;
   /** Told once, when the kubelet is first asked unverified because its certificate did not
-   *  verify against the cluster CA. */
+   *  verify against the cluster CA, and once when the read-only port first answers. */
   onUnverified?: (message: string, fields: Record<string, string>) => void;
 }
 
@@ -71,6 +84,10 @@ function describeCa(ca: KubeletCa, creds: Credentials): string {
  * call never goes out on a connection the kubelet is closing at that moment.
  */
 const KEEP_IDLE_MS = 60_000;
+
+/** What an answer read unverified is good for (docs/design.md#trust), as the warnings say it. */
+const ADDS_NO_PARENT = "its answers add no parent: they only confirm parents the API server " +
+  "lists or a checkpoint already has";
 
 const HOW_TO_VERIFY = `set kubeletCaFile to the CA that signed the kubelet's serving ` +
   `certificate (for a kubelet's own self-signed certificate: ${SELF_SIGNED_KUBELET_CA})`;
@@ -105,7 +122,7 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
   };
   const pods = `GET ${opts.url}/pods`;
   const tokenNotSent = (why: string) =>
-    failed<Pod[]>(
+    failed<KubeletPods>(
       "kubelet",
       "misconfigured",
       `${pods}: ${why}, so the bearer token was not sent: ${HOW_TO_VERIFY}`,
@@ -114,6 +131,7 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
     );
   /** Set once the certificate did not verify against the cluster CA (the default only). */
   let askUnverified = ca.kind === "off";
+  let readonlyAnswered = false;
   // Whichever port answered: the same body is the same list of pods.
   const memo = new AnswerMemo<Pod[]>();
   const podsGet = (bearerToken?: string) => ({
@@ -122,15 +140,20 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
     memo,
     ...(bearerToken !== undefined ? { bearerToken } : {}),
   });
+  /** A GET of `/pods`, its answer marked with whether it was read verified. */
+  const ask = async (target: HttpTarget, verified: boolean, bearerToken?: string) => {
+    const result = await getJson(target, podsGet(bearerToken));
+    return result.ok ? succeeded<KubeletPods>({ pods: result.value, verified }) : result;
+  };
 
-  async function listSecure(): Promise<SourceResult<Pod[]>> {
+  async function listSecure(): Promise<SourceResult<KubeletPods>> {
     if (askUnverified) {
       if (hasToken && creds.certPem === undefined) {
         return tokenNotSent(
           "kubeletCaFile is off, so the kubelet's serving certificate is not verified",
         );
       }
-      return getJson(unverified, podsGet());
+      return ask(unverified, false);
     }
     let bearerToken: string | undefined;
     if (hasToken) {
@@ -139,7 +162,7 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
       bearerToken = token.token;
     }
     // The token is written only once the handshake has verified the certificate.
-    const result = await getJson(verifying, podsGet(bearerToken));
+    const result = await ask(verifying, true, bearerToken);
     if (result.ok || result.failure.problem !== CERTIFICATE_NOT_VERIFIED) return result;
     // What the handshake said, without the request (and proxy) it was said of.
     const said = result.failure.message.slice(result.failure.message.indexOf(": ") + 2);
@@ -153,20 +176,30 @@ export function createKubeletClient(opts: KubeletClientOptions): KubeletClient {
     askUnverified = true;
     opts.onUnverified?.(
       "the kubelet's serving certificate is not signed by the cluster CA: it is asked " +
-        "unverified, with the client certificate only; to verify it, set kubeletCaFile " +
-        `(for a kubelet's own self-signed certificate: ${SELF_SIGNED_KUBELET_CA}), or set ` +
-        "kubeletCaFile to off to ask it unverified without this warning",
+        `unverified, with the client certificate only, and ${ADDS_NO_PARENT}; to verify it, ` +
+        `set kubeletCaFile (for a kubelet's own self-signed certificate: ` +
+        `${SELF_SIGNED_KUBELET_CA}), or set kubeletCaFile to off to ask it unverified without ` +
+        "this warning",
       { kubelet: opts.url, error: against },
     );
-    return getJson(unverified, podsGet());
+    return ask(unverified, false);
   }
 
   return {
     async listPods() {
       const first = await listSecure();
       if (first.ok || readonly === undefined) return first;
-      const second = await getJson(readonly, podsGet());
-      if (second.ok) return second;
+      const second = await ask(readonly, false);
+      if (second.ok) {
+        if (!readonlyAnswered) {
+          readonlyAnswered = true;
+          opts.onUnverified?.(
+            `the kubelet's read-only port answered (plain HTTP, not verified): ${ADDS_NO_PARENT}`,
+            { kubelet: opts.readonlyUrl!, error: first.failure.message },
+          );
+        }
+        return second;
+      }
       return failed(
         "kubelet",
         first.failure.kind,

@@ -112,6 +112,19 @@ export function versionOf(object: Record<string, unknown>): string | undefined {
   return typeof version === "string" && version !== "" ? version : undefined;
 }
 
+/**
+ * Whether two items differ as JSON. JSON.stringify recurses on some shapes (numeric keys) and
+ * fails a few thousand levels down: an item it cannot write out counts as changed, never as a
+ * throw out of the watch's loop (tests/sources/apiserver_watch_test.ts).
+ */
+function differs(a: unknown, b: unknown): boolean {
+  try {
+    return JSON.stringify(a) !== JSON.stringify(b);
+  } catch {
+    return true;
+  }
+}
+
 export class ListWatch<T> {
   readonly #opts: ListWatchOptions<T>;
   readonly #items = new Map<string, T>();
@@ -296,7 +309,7 @@ export class ListWatch<T> {
     const next = new Map(items.map((item) => [this.#opts.key(item), item]));
     for (const [key, item] of next) {
       const old = this.#items.get(key);
-      if (old === undefined || JSON.stringify(old) !== JSON.stringify(item)) changed = true;
+      if (old === undefined || differs(old, item)) changed = true;
     }
     if (next.size !== before) changed = true;
     this.#items.clear();

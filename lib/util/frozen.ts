@@ -4,11 +4,19 @@
  */
 const frozenWhole = new WeakSet<object>();
 
-/** Freezes `value` and everything in it, down to what is already frozen whole. */
+/**
+ * Freezes `value` and everything in it, down to what is already frozen whole. With a stack of
+ * its own, not recursion: a value from a peer may nest deeper than the call stack goes
+ * (tests/pass/deep_objects_test.ts).
+ */
 function freezeAll(value: unknown) {
-  if (typeof value !== "object" || value === null || frozenWhole.has(value)) return;
-  Object.freeze(value);
-  for (const inner of Object.values(value)) freezeAll(inner);
+  const left = [value];
+  while (left.length > 0) {
+    const next = left.pop();
+    if (typeof next !== "object" || next === null || frozenWhole.has(next)) continue;
+    Object.freeze(next);
+    for (const inner of Object.values(next)) left.push(inner);
+  }
 }
 
 /** `value`, frozen whole (plain data: objects, arrays, primitives). */

@@ -235,9 +235,31 @@ Deno.test("a kubelet asked unverified, as without kubeletCaFile its own certific
     const r = await runDoctor(config, { unitSearchPath: [] });
     const kubelet = r.findings.find((f) => f.subject === "kubelet")!;
     assertEquals(kubelet.level, "warning");
-    assert(kubelet.found.includes("answers: 5 pods, asked unverified: "), kubelet.found);
+    assert(kubelet.found.includes("answers: 5 pods, asked unverified ("), kubelet.found);
     assert(kubelet.found.includes("could not be verified against the kubeconfig's cluster CA"));
+    assert(kubelet.found.endsWith("): its answers add no parent"), kubelet.found);
     assert(kubelet.fix?.startsWith("set kubeletCaFile (--kubelet-ca-file)"), kubelet.fix);
+  });
+});
+
+Deno.test("annotated pods outside the namespace setting: no parent, and the namespaces are named", async () => {
+  const cluster = hostNetworkOnly("cp-1");
+  const elsewhere = {
+    ...cluster,
+    pods: cluster.pods.map((pod) => ({
+      ...pod,
+      metadata: { ...pod.metadata, namespace: "monitoring" },
+    })),
+  };
+  await withNode({ cluster: elsewhere }, async (s) => {
+    const scoped = (await jsonReport(s, 1)).findings.filter((f) => f.check === "parent-network");
+    assertEquals(scoped.map((f) => [f.level, f.subject]), [["warning", "parents"]]);
+    assert(scoped[0].found.includes("(from the API server, in namespaces kube-system)"));
+    const all = await s.doctor("--output", "json", "--namespace", "*");
+    assertEquals(
+      report(all).findings.filter((f) => f.check === "parent-network").map((f) => f.level),
+      ["ok", "ok", "ok"],
+    );
   });
 });
 

@@ -97,6 +97,25 @@ Deno.test("a self cascade through the CLI puts self last", async () => {
   });
 });
 
+Deno.test("namespaces and an unverified kubelet through the CLI: no tenant, no stranger", async () => {
+  const known = checkpoint("kube-system/kube-apiserver");
+  const got = await plan(snapshot({
+    apiAvailable: false,
+    namespaces: ["kube-system"],
+    kubeletVerified: false,
+    // During an outage, whoever answered at the kubelet's port lists a parent never seen.
+    localParents: [parent("kube-system/stranger"), parent("tenant/escalate")],
+    activeCheckpoints: [checkpoint("tenant/old")],
+    inactiveCheckpoints: [known, checkpoint("tenant/old")],
+  }));
+  assertEquals(got, {
+    starts: ["kube-system/kube-apiserver"],
+    stops: [],
+    removes: ["tenant/old"],
+    state: { "kube-system/kube-apiserver": { state: "active" } },
+  });
+});
+
 for (const [label, input, field] of BAD_SNAPSHOTS) {
   Deno.test(`bad snapshot, ${label}: exit 2, one line naming ${field}, nothing on stdout`, async () => {
     const r = await runCli(["plan", "--snapshot", "-"], { stdin: input });

@@ -36,7 +36,7 @@ const DEFAULT_CONFIG: Config = {
   promoteAfterMs: 60_000,
   checkpointVersions: 3,
   checkpointMaxBytes: 64 * 2 ** 20,
-  namespaces: [],
+  namespaces: ["kube-system"],
   adminListen: "127.0.0.1:10280",
   adminAllowRemote: false,
   adminTokenFile: "/etc/ckpt-agent/admin-token",
@@ -151,6 +151,15 @@ logLevel: debug
   });
 });
 
+Deno.test("namespace: kube-system unless the operator lists others, or '*' for every one", async () => {
+  assertEquals((await load([])).config.namespaces, ["kube-system"]);
+  assertEquals((await load(["--namespace", "*"])).config.namespaces, ["*"]);
+  assertEquals((await loadYaml("namespace: ['*']\n")).config.namespaces, ["*"]);
+  assertEquals((await loadYaml({ namespace: ["*"] }, ["--namespace", "a"])).config.namespaces, [
+    "a",
+  ]);
+});
+
 Deno.test("flags override the file; a repeated --namespace replaces the file's list", async () => {
   const { config } = await loadYaml(
     { pollInterval: "10s", namespace: ["a"], nodeName: "from-file", stateDir: "/from/file" },
@@ -230,6 +239,10 @@ Deno.test("every bad flag value is one line naming the flag", async () => {
       '--namespace: item 1: "Kube" is not a valid namespace name',
     ],
     [
+      ["--namespace", "kube-system", "--namespace", "*"],
+      '--namespace: item 1: "*" (every namespace) stands alone, not beside other namespaces',
+    ],
+    [
       ["--admin-listen", "10280"],
       '--admin-listen: "10280" is not one of host:port, [ipv6]:port, unix:/path or off',
     ],
@@ -295,6 +308,15 @@ Deno.test("every bad YAML value is one line naming the file and the key", async 
       'namespace: must be a list of namespace names, not "kube-system"',
     ],
     [{ namespace: ["ok", 7] }, "namespace: item 1: 7 is not a valid namespace name"],
+    [
+      { namespace: [] },
+      "namespace: an empty list names no namespace: list the namespaces parents may come from, " +
+      'or "*" for every namespace',
+    ],
+    [
+      { namespace: ["*", "kube-system"] },
+      'namespace: item 0: "*" (every namespace) stands alone, not beside other namespaces',
+    ],
     [
       { adminListen: { host: "x" } },
       "adminListen: must be host:port, [ipv6]:port, unix:/path or off, not a mapping",

@@ -7,7 +7,7 @@ import { type Observations, type PassInput, runPass } from "../../lib/core/pass.
 import type { CheckpointState } from "../../lib/core/state.ts";
 import { NANOS_PER_SECOND } from "../../lib/core/time.ts";
 import { checkpoint, parent, pod, staticPod } from "../helpers/pods.ts";
-import type { Pod } from "../../lib/core/pod.ts";
+import { type Pod, podId } from "../../lib/core/pod.ts";
 
 const NOW = 1_800_000_000n * NANOS_PER_SECOND;
 const G = 60n * NANOS_PER_SECOND;
@@ -28,18 +28,28 @@ function observe(partial: Partial<Observations>): Observations {
   };
 }
 
-function pass(
+/** The whole result of a pass. */
+function run(
   obs: Partial<Observations>,
   tracked: Record<string, CheckpointState> = {},
   extra: Partial<PassInput> = {},
 ) {
-  const r = runPass({
+  return runPass({
     now: NOW,
     gracePeriod: G,
     observations: observe(obs),
     tracked: new Map(Object.entries(tracked)),
     ...extra,
   });
+}
+
+/** What a plan document says of a pass. */
+function pass(
+  obs: Partial<Observations>,
+  tracked: Record<string, CheckpointState> = {},
+  extra: Partial<PassInput> = {},
+) {
+  const r = run(obs, tracked, extra);
   return {
     starts: r.starts,
     stops: r.stops,
@@ -292,4 +302,132 @@ Deno.test("later duplicates of one id replace earlier ones", () => {
   assertEquals(pass({ apiAvailable: false, localRunning: running }, { "ns/a": ACTIVE }).stops, [
     "ns/a",
   ]);
+});
+
+// Who can make a parent (docs/design.md#trust): the namespaces in scope, and a kubelet read
+// unverified that confirms and never adds.
+
+const SCOPE: Partial<PassInput> = { namespaces: ["kube-system"] };
+
+Deno.test("namespaces: parents outside them are no parents, from the API server or the kubelet", () => {
+  const tenant = parent("tenant/escalate");
+  const own = parent("kube-system/kube-apiserver");
+  for (const apiAvailable of [true, false]) {
+    const r = run(
+      { apiAvailable, apiParents: [tenant, own], localParents: [tenant, own] },
+      {},
+      SCOPE,
+    );
+    assertEquals([...r.parents.keys()], ["kube-system/kube-apiserver"]);
+    assertEquals(Object.fromEntries(r.tracked), { "kube-system/kube-apiserver": ACTIVE });
+  }
+  // Unset, or "*": every namespace, as the plan contract always read a snapshot.
+  for (const namespaces of [undefined, ["*"]]) {
+    const got = pass({ apiParents: [tenant], localParents: [tenant] }, {}, { namespaces });
+    assertEquals(got.starts, ["tenant/escalate"], String(namespaces));
+  }
+});
+
+Deno.test("namespaces: a checkpoint outside them is removed whatever is observed, said as such", () => {
+  const tracked: Record<string, CheckpointState> = {
+    "tenant/a": ACTIVE,
+    "tenant/b": { name: "inactive-grace", graceEnd: NOW + G },
+  };
+  for (const runtimeAvailable of [true, false]) {
+    const r = run(
+      {
+        runtimeAvailable,
+        apiAvailable: false,
+        apiParents: [parent("tenant/c")],
+        localParents: [parent("tenant/c")],
+        activeCheckpoints: [checkpoint("tenant/c"), checkpoint("kube-system/z")],
+        inactiveCheckpoints: [checkpoint("tenant/d"), checkpoint("kube-system/z")],
+      },
+      tracked,
+      SCOPE,
+    );
+    assertEquals(r.removes, ["tenant/a", "tenant/b", "tenant/c", "tenant/d"]);
+    assertEquals(r.starts, []);
+    assertEquals(Object.fromEntries(r.tracked), { "kube-system/z": ACTIVE });
+    assertEquals(
+      r.changes.filter((c) => c.cause === "outside-namespaces").map((c) => [c.id, c.from.name]),
+      [["tenant/a", "active"], ["tenant/b", "inactive-grace"], ["tenant/c", "active"], [
+        "tenant/d",
+        "inactive",
+      ]],
+    );
+  }
+});
+
+Deno.test("namespaces: removals outside them sort with the others; a self cascade keeps self last", () => {
+  const got = pass(
+    { apiAvailable: true },
+    {
+      "a/x": ACTIVE,
+      "kube-system/old": { name: "inactive-grace", graceEnd: NOW },
+      "z/y": INACTIVE,
+    },
+    SCOPE,
+  );
+  assertEquals(got.removes, ["a/x", "kube-system/old", "z/y"]);
+  const cascade = pass(
+    {},
+    {
+      [SELF_ID]: { name: "active-grace", graceEnd: NOW },
+      "kube-system/b": ACTIVE,
+      "tenant/a": INACTIVE,
+    },
+    { ...SCOPE, self: SELF },
+  );
+  assertEquals(cascade.removes, ["kube-system/b", "tenant/a", SELF_ID]);
+});
+
+Deno.test("namespaces: self is the agent's own, in scope wherever it runs", () => {
+  const self = { ...SELF, podNamespace: "checkpointer" };
+  const id = "checkpointer/pod-checkpointer";
+  const got = pass({ apiParents: [parent(id)] }, {}, { ...SCOPE, self });
+  assertEquals(got.state, { [id]: SELF_CP });
+  const onDisk = pass({ apiAvailable: false, activeCheckpoints: [checkpoint(id)] }, {}, {
+    ...SCOPE,
+    self,
+  });
+  assertEquals([onDisk.removes, onDisk.state], [[], { [id]: SELF_CP }]);
+});
+
+Deno.test("a kubelet read unverified adds no parent and no pod: it confirms what is known", () => {
+  const known = parent("kube-system/known");
+  const listedByApi = parent("kube-system/api");
+  const stranger = parent("kube-system/stranger");
+  const obs = (apiAvailable: boolean, kubeletVerified?: boolean): Partial<Observations> => ({
+    apiAvailable,
+    kubeletVerified,
+    apiParents: [listedByApi],
+    localParents: [known, listedByApi, stranger],
+  });
+  const tracked = { [podId(known)]: NONE };
+
+  // API down: the stranger is nobody, and the known parent's pod is not what a checkpoint
+  // would be written from; L still moves the known one on from none.
+  const down = run(obs(false, false), tracked);
+  assertEquals([...down.parents.keys()], []);
+  assertEquals(Object.fromEntries(down.tracked), { "kube-system/known": ACTIVE });
+  // API up: the API server's parent, with the API server's pod; L confirms it (the known one,
+  // gone from the API server, starts its grace period).
+  const up = run(obs(true, false), tracked);
+  assertEquals([...up.parents.keys()], ["kube-system/api"]);
+  assertEquals(up.parents.get("kube-system/api"), listedByApi);
+  assertEquals(Object.fromEntries(up.tracked), {
+    "kube-system/api": ACTIVE,
+    "kube-system/known": { name: "inactive-grace", graceEnd: NOW + G },
+  });
+  // Verified (or unset, as every recorded snapshot): the kubelet introduces parents as before.
+  for (const kubeletVerified of [true, undefined]) {
+    const verified = run(obs(false, kubeletVerified), tracked);
+    assertEquals([...verified.parents.keys()].sort(), [
+      "kube-system/api",
+      "kube-system/known",
+      "kube-system/stranger",
+    ]);
+    assertEquals(verified.starts.length, 3);
+  }
 });

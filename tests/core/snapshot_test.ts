@@ -36,6 +36,7 @@ Deno.test("a minimal snapshot gets the documented defaults", () => {
     gracePeriodSeconds: 60,
     runtimeAvailable: true,
     kubeletAvailable: true,
+    kubeletVerified: true,
     state: {},
   });
 });
@@ -46,9 +47,11 @@ Deno.test("a full snapshot reads back as the same document", () => {
     now: "2026-01-01T00:00:00.5Z",
     gracePeriodSeconds: 0,
     self: { nodeName: "n1", podName: "pod-checkpointer-n1", podNamespace: "kube-system" },
+    namespaces: ["kube-system", "kube-flannel"],
     apiAvailable: false,
     runtimeAvailable: false,
     kubeletAvailable: false,
+    kubeletVerified: false,
     localRunning: [apiserver],
     localParents: [apiserver],
     apiParents: [],

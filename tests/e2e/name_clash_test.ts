@@ -65,8 +65,15 @@ async function holders(dir: string): Promise<Record<string, string>> {
   return out;
 }
 
+/** Parents of both namespaces are checkpointed: the operator listed them. */
+const NAMESPACES = ["kube", "kube-system"];
+
 function withClashNode(bFirstInLists: boolean, fn: (n: AgentOnNode) => Promise<void>) {
-  return withAgentOnNode({ cluster: clashingCluster("cp-1", bFirstInLists) }, {}, fn);
+  return withAgentOnNode(
+    { cluster: clashingCluster("cp-1", bFirstInLists) },
+    { namespaces: NAMESPACES },
+    fn,
+  );
 }
 
 /** Both checkpoints under `names`, each its own parent's, with its own stored secret. */
@@ -160,7 +167,7 @@ Deno.test("name clash: kube/system-proxy-x1 met first keeps bootkube's name", as
 
 Deno.test("name clash: through ckpt-agent --once, one process per pass", async () => {
   await withClashNode(false, async (n) => {
-    const configFile = await n.node.writeConfigFile();
+    const configFile = await n.node.writeConfigFile({ namespaces: NAMESPACES });
     const once = async () => {
       const r = await runCli(["--once", "--config", configFile, "--output", "json"]);
       return { ...r, report: JSON.parse(r.stdout) as PassReport };

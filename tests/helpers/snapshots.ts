@@ -120,4 +120,16 @@ export const BAD_SNAPSHOTS: [string, string, string][] = [
   ],
   ["state not an object", JSON.stringify(snapshot({ state: [] })), "state"],
   ["an unknown field", JSON.stringify(snapshot({ apiAvialable: true })), "apiAvialable"],
+  ["namespaces empty", JSON.stringify(snapshot({ namespaces: [] })), "namespaces"],
+  [
+    "namespaces with * beside a name",
+    JSON.stringify(snapshot({ namespaces: ["kube-system", "*"] })),
+    "namespaces",
+  ],
+  ["namespaces not names", JSON.stringify(snapshot({ namespaces: ["Kube"] })), "namespaces"],
+  [
+    "kubeletVerified a string",
+    JSON.stringify(snapshot({ kubeletVerified: "no" })),
+    "kubeletVerified",
+  ],
 ];

@@ -1,5 +1,6 @@
 /**
- * The simulated kubelet's pod lifecycle on a clock the test moves: admission (NodePorts), the
+ * The simulated kubelet's pod lifecycle on a clock the test moves: admission (NodeAffinity,
+ * NodePorts), the
  * wait for services, port-in-use exits with the restart back-off, kills and power cuts.
  */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
@@ -9,6 +10,7 @@ import {
   KUBELET_TIMINGS,
   KubeletModel,
   type KubeletTimings,
+  NODE_AFFINITY_REJECTION,
   NODE_PORTS_REJECTION,
   type PodSources,
 } from "../../lib/sim/kubelet_model.ts";
@@ -57,6 +59,7 @@ class Kubelet {
       { ...KUBELET_TIMINGS, ...timings },
       (container) => container.image === APISERVER_IMAGE ? [{ protocol: "TCP", port: 6443 }] : [],
       (container) => container.image === BROKEN_IMAGE,
+      { "node-role.kubernetes.io/control-plane": "" },
     );
   }
 
@@ -115,6 +118,20 @@ Deno.test("admission: a copy declaring the parent's host port gets the parent re
   k.sync({ api: [stored] });
   k.wait(60);
   assertEquals(k.model.runtimePods().filter((p) => p.name === "kube-apiserver"), []);
+});
+
+Deno.test("admission: a pod whose nodeSelector the node's labels do not match is rejected for good (NodeAffinity)", () => {
+  const k = new Kubelet();
+  const selecting = (nodeSelector: Record<string, string>): Pod => {
+    const p = pod(`tenant/${Object.keys(nodeSelector).join("-") || "none"}`);
+    return { ...p, spec: { ...p.spec, nodeSelector } };
+  };
+  const matching = selecting({ "node-role.kubernetes.io/control-plane": "" });
+  const other = selecting({ "example.com/gpu": "true" });
+  k.sync({ api: [matching, other] });
+  assertEquals(k.status(other.metadata.name), { phase: "Failed", ...NODE_AFFINITY_REJECTION });
+  k.wait(60);
+  assertEquals(k.model.runtimePods().map((p) => p.name), [matching.metadata.name]);
 });
 
 Deno.test("admission: the same protocol and port conflict on the same or any address", () => {

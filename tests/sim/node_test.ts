@@ -46,7 +46,7 @@ Deno.test("sim node: a copy declaring the parent's host port gets the returning 
     const statusOf = (pods: Pod[]) =>
       pods.find((p) => podId(p) === APISERVER)?.status as Record<string, unknown>;
     const rejected = { phase: "Failed", ...NODE_PORTS_REJECTION };
-    assertEquals(statusOf(value(await sources.kubelet.listPods())), rejected);
+    assertEquals(statusOf(value(await sources.kubelet.listPods()).pods), rejected);
     assertEquals(statusOf(value(await sources.apiServer.listNodePods(node.nodeName))), rejected);
     // Never run, never retried.
     await node.advance(600_000);

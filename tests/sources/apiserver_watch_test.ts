@@ -652,6 +652,20 @@ for (const transport of TRANSPORTS) {
     }, { watch: { resyncMs: 100 } });
   });
 
+  Deno.test(`a pod nested 100,000 levels deep is listed again and again, and the cache answers (${transport})`, async () => {
+    // Numeric keys put V8's JSON.stringify on its recursive path, which fails far above this.
+    let nested: unknown = "bottom";
+    for (let i = 0; i < 100_000; i++) nested = { "1": nested };
+    const deep = onNode("kube-system/deep");
+    await withWatchingClient(transport, async ({ server, client }) => {
+      server.setPods([{ ...deep, spec: { ...deep.spec, overhead: nested } }]);
+      await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);
+      const lists = server.requestsByVerb().list;
+      await until("listed again, twice", () => server.requestsByVerb().list >= lists + 2);
+      assertEquals(names(client.watchedNodePods?.(NODE_NAME)), ["deep"]);
+    }, { watch: { resyncMs: 100 } });
+  });
+
   Deno.test(`watches ended at once with nothing in them are failures, not a loop (${transport})`, async () => {
     await withWatchingClient(transport, async ({ server, client, told }) => {
       await until("in sync", () => client.watchedNodePods?.(NODE_NAME) !== undefined);

@@ -3,12 +3,13 @@
  * under each kubeletCaFile rule, the read-only fallback, answers that are not a pod list.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { type Pod, podId } from "../../lib/core/pod.ts";
+import { podId } from "../../lib/core/pod.ts";
 import type { Credentials } from "../../lib/sources/kubeconfig.ts";
 import {
   createKubeletClient,
   type KubeletCa,
   type KubeletClientOptions,
+  type KubeletPods,
 } from "../../lib/sources/kubelet.ts";
 import type { SourceFailure, SourceResult } from "../../lib/sources/types.ts";
 import { type SimKubelet, startSimKubelet } from "../../lib/sim/kubelet.ts";
@@ -27,9 +28,15 @@ function failure<T>(result: SourceResult<T>) {
   return result.failure;
 }
 
-function ids(result: SourceResult<Pod[]>): string[] {
+function ids(result: SourceResult<KubeletPods>): string[] {
   if (!result.ok) throw new Error(`expected pods, got: ${result.failure.message}`);
-  return result.value.map(podId);
+  return result.value.pods.map(podId);
+}
+
+/** Whether the answer was read with the kubelet's certificate verified. */
+function verified(result: SourceResult<KubeletPods>): boolean {
+  if (!result.ok) throw new Error(`expected pods, got: ${result.failure.message}`);
+  return result.value.verified;
 }
 
 /** A kubelet's own credentials: its client certificate, and the cluster CA. */
@@ -105,8 +112,9 @@ Deno.test("kubeletCaFile set: the kubelet is verified with it, and a token may g
       `kube-system/etcd-${NODE_NAME}`,
     ]);
     assert(result.ok);
+    assertEquals(result.value.verified, true);
     // The static pod is shown the way the planner recognises it.
-    const etcd = result.value[2];
+    const etcd = result.value.pods[2];
     assertEquals(etcd.metadata.annotations?.["kubernetes.io/config.source"], "file");
     assertEquals((etcd.spec as { nodeName?: string }).nodeName, NODE_NAME);
 
@@ -160,7 +168,8 @@ Deno.test("unset: a kubelet whose certificate the cluster CA signed is verified,
         "default/web",
       ]);
       const token = client(kubelet, cluster, { creds: tokenCredentials(cluster), onUnverified });
-      assertEquals(ids(await token.listPods()), ["default/web"]);
+      const answer = await token.listPods();
+      assertEquals([ids(answer), verified(answer)], [["default/web"], true]);
       assertEquals(seen(kubelet), [
         [`cert:system:node:${NODE_NAME}`, undefined],
         ["token:node-token", "node-token"],
@@ -191,7 +200,11 @@ Deno.test("unset, self-signed kubelet, client certificate: asked unverified, sai
     const kubeletClient = client(kubelet, cluster, {
       onUnverified: (message, fields) => warnings.push([message, fields]),
     });
-    for (let i = 0; i < 3; i++) assertEquals(ids(await kubeletClient.listPods()).length, 3);
+    for (let i = 0; i < 3; i++) {
+      const answer = await kubeletClient.listPods();
+      // Anyone who holds the port may have said it: it may add no parent.
+      assertEquals([ids(answer).length, verified(answer)], [3, false]);
+    }
     assertEquals(seen(kubelet.secure), [
       [`cert:system:node:${NODE_NAME}`, undefined],
       [`cert:system:node:${NODE_NAME}`, undefined],
@@ -203,6 +216,7 @@ Deno.test("unset, self-signed kubelet, client certificate: asked unverified, sai
     const [message, fields] = warnings[0];
     assert(message.includes("not signed by the cluster CA"), message);
     assert(message.includes("unverified, with the client certificate only"), message);
+    assert(message.includes("its answers add no parent"), message);
     assert(message.includes("set kubeletCaFile"), message);
     assert(message.includes("/var/lib/kubelet/pki/kubelet.crt"), message);
     assert(message.includes("kubeletCaFile to off"), message);
@@ -250,10 +264,8 @@ Deno.test("off: not verified, the client certificate only, never a token", async
     const off: KubeletCa = { kind: "off" };
     const warnings: string[] = [];
     const onUnverified = (message: string) => warnings.push(message);
-    assertEquals(
-      ids(await client(kubelet, cluster, { ca: off, onUnverified }).listPods()).length,
-      3,
-    );
+    const answer = await client(kubelet, cluster, { ca: off, onUnverified }).listPods();
+    assertEquals([ids(answer).length, verified(answer)], [3, false]);
     const both = nodeCredentials(cluster, { token: "node-token" });
     assertEquals(
       ids(await client(kubelet, cluster, { ca: off, creds: both }).listPods()).length,
@@ -290,15 +302,27 @@ Deno.test("the kubelet requires a client certificate", async () => {
 Deno.test("the read-only port is asked only when the secure port fails", async () => {
   await withKubelet(async (kubelet, cluster) => {
     const readonly = kubelet.readonly!;
-    const kubeletClient = client(kubelet, cluster, { readonlyUrl: kubelet.readonlyUrl });
-    assertEquals(ids(await kubeletClient.listPods()).length, 3);
+    const said: [string, Record<string, string>][] = [];
+    const kubeletClient = client(kubelet, cluster, {
+      ca: pinned(kubelet),
+      readonlyUrl: kubelet.readonlyUrl,
+      onUnverified: (message, fields) => said.push([message, fields]),
+    });
+    assertEquals(verified(await kubeletClient.listPods()), true);
     assertEquals(readonly.requestCount("/pods"), 0);
 
-    // During an outage the secure port often cannot authorize anyone.
+    // During an outage the secure port often cannot authorize anyone. Plain HTTP is anyone's:
+    // its answer adds no parent, said once.
     kubelet.secure.setFault("forbidden");
-    assertEquals(ids(await kubeletClient.listPods()).length, 3);
-    assertEquals(readonly.requestCount("/pods"), 1);
+    for (let i = 0; i < 2; i++) {
+      const answer = await kubeletClient.listPods();
+      assertEquals([ids(answer).length, verified(answer)], [3, false]);
+    }
+    assertEquals(readonly.requestCount("/pods"), 2);
     assertEquals(readonly.requests[0].authenticatedAs, undefined);
+    assertEquals(said.length, 1);
+    assert(said[0][0].includes("read-only port") && said[0][0].includes("add no parent"));
+    assertEquals(said[0][1].kubelet, kubelet.readonlyUrl);
 
     // A token kubeconfig meeting an unverifiable kubelet still has the read-only port.
     const token = client(kubelet, cluster, {
@@ -306,7 +330,7 @@ Deno.test("the read-only port is asked only when the secure port fails", async (
       readonlyUrl: kubelet.readonlyUrl,
     });
     assertEquals(ids(await token.listPods()).length, 3);
-    assertEquals(readonly.requestCount("/pods"), 2);
+    assertEquals(readonly.requestCount("/pods"), 3);
   }, true);
 });
 
@@ -378,7 +402,10 @@ Deno.test('a kubelet with no pods answers "items": null: an empty list', async (
       failure: () => ({ status: 500, body: "" }),
     }),
     async (kubelet) => {
-      assertEquals(await client(kubelet, cluster).listPods(), { ok: true, value: [] });
+      assertEquals(await client(kubelet, cluster).listPods(), {
+        ok: true,
+        value: { pods: [], verified: true },
+      });
     },
   );
 });

@@ -25,3 +25,12 @@ Deno.test("a value frozen by other means, or only at its top, is not frozen whol
   assertEquals(isFrozenWhole("text"), false);
   assertEquals(isFrozenWhole(null), false);
 });
+
+Deno.test("a value nested deeper than the call stack goes is frozen whole all the same", () => {
+  const bottom = { name: "bottom" };
+  let value: unknown = bottom;
+  for (let i = 0; i < 200_000; i++) value = { "1": value };
+  deepFreeze(value);
+  assertEquals(isFrozenWhole(value), true);
+  assertThrows(() => (bottom.name = "other"), TypeError);
+});
