@@ -10,6 +10,7 @@ import {
   type CheckpointTrees,
   type StoredAccess,
   storedAccess,
+  type StoredFileDirs,
   versionFileDirs,
   versionsDir,
 } from "../core/checkpoint_layout.ts";
@@ -25,7 +26,11 @@ import {
   parentReadiness,
   readinessGapMs,
 } from "../core/promotion.ts";
-import { sanitizeCheckpoint, type SanitizedCheckpoint } from "../core/sanitize.ts";
+import {
+  CheckpointRefused,
+  sanitizeCheckpoint,
+  type SanitizedCheckpoint,
+} from "../core/sanitize.ts";
 import { actionOf } from "../core/state.ts";
 import { formatInstant, type Instant, millisToDuration, parseInstant } from "../core/time.ts";
 import { agentUid } from "../disk/dirs.ts";
@@ -73,13 +78,28 @@ import type { Outcome, Writes } from "./writes.ts";
  */
 const MAX_NESTING = 200;
 
-/** Why no checkpoint can be made of `parent` at all, if none can. */
-function refusal(parent: Pod): string | undefined {
-  if (!nestsDeeperThan(parent, MAX_NESTING)) return undefined;
-  const field = Object.keys(parent).find((key) =>
-    nestsDeeperThan((parent as Record<string, unknown>)[key], MAX_NESTING - 1)
-  );
-  return `its ${field} nests deeper than ${MAX_NESTING} levels: no copy of it can be made`;
+/**
+ * Why no checkpoint can be made of `parent` at all, if none can: it nests too deep to be copied,
+ * its containers' users cannot all read one file (storedAccess), or it names a volume, an object
+ * or an item path no path may be built from (CheckpointRefused). What a parent is, not what a
+ * pass found: the same parent is refused the same way on every pass.
+ */
+function refusal(parent: Pod, dirs: StoredFileDirs): string | undefined {
+  if (nestsDeeperThan(parent, MAX_NESTING)) {
+    const field = Object.keys(parent).find((key) =>
+      nestsDeeperThan((parent as Record<string, unknown>)[key], MAX_NESTING - 1)
+    );
+    return `its ${field} nests deeper than ${MAX_NESTING} levels: no copy of it can be made`;
+  }
+  const access = storedAccess(parent, agentUid());
+  if ("error" in access) return `cannot store files for this pod: ${access.error}`;
+  try {
+    sanitizeCheckpoint(parent, dirs);
+  } catch (e) {
+    if (e instanceof CheckpointRefused) return e.message;
+    throw e;
+  }
+  return undefined;
 }
 
 /** The parents whose checkpoints this pass writes. */
@@ -310,8 +330,8 @@ export class CheckpointWriter {
     const left = await writes.forEachCheckpoint(report, [...looks.keys()], async (id, out) => {
       const parent = result.parents.get(id)!;
       await writes.attempt(out, "checkpoint", id, async () => {
-        const access = storedAccess(parent, agentUid());
-        if ("error" in access) throw new Error(`cannot store files for this pod: ${access.error}`);
+        // Refused before this (refusal): a pod its users cannot all read is never here.
+        const access = storedAccess(parent, agentUid()) as StoredAccess;
         const file = names.names.get(id);
         if (file === undefined) {
           throw new Error(`no file name is free for its manifest (${blocked.get(id)}); left alone`);
@@ -787,7 +807,7 @@ export class CheckpointWriter {
     // A parent whose digest is kept passed this check when it was taken.
     const why = this.#parentKeys.has(parent)
       ? undefined
-      : this.#refusals.get(parent) ?? refusal(parent);
+      : this.#refusals.get(parent) ?? refusal(parent, this.#opts.config);
     if (why === undefined) {
       this.#refused.delete(id);
       return false;

@@ -123,3 +123,25 @@ Deno.test("a parent whose secrets exceed checkpointMaxSize is refused by name an
     assert(stored.some((p) => p.startsWith("kube-system/kube-apiserver-7x2kq/")), stored.join());
   });
 });
+
+Deno.test("a parent requiring a secret no object can be named as is refused once, by name, and never written", async () => {
+  await withNode(async (node, configFile) => {
+    await node.updateParent(SCHEDULER, (pod) => {
+      const spec = pod.spec as { volumes?: Record<string, unknown>[] };
+      spec.volumes = [...spec.volumes ?? [], { name: "nested", secret: { secretName: "t/u" } }];
+      return pod;
+    });
+    const c = node.config();
+    for (let run = 0; run < 2; run++) {
+      const once = await runCli(["--once", "--config", configFile, "--output", "json"]);
+      const report = JSON.parse(once.stdout) as PassReport;
+      // One parent's refusal is no failure of the pass: the others are checkpointed as ever.
+      assertEquals([once.code, report.errors, report.complete], [0, [], true], once.stderr);
+      const said = once.stderr.split("\n").filter((l) => l.includes("cannot be checkpointed"));
+      assertEquals(said.length, 1, once.stderr);
+      assert(said[0].includes(SCHEDULER) && said[0].includes('secret name \\"t/u\\"'), said[0]);
+    }
+    await assert.rejects(() => Deno.lstat(join(c.inactiveDir, manifestFileName(SCHEDULER))));
+    await assert.rejects(() => Deno.lstat(join(c.secretsDir, SCHEDULER)));
+  });
+});
