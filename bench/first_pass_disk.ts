@@ -40,7 +40,7 @@ await mapConcurrent(each, 8, async (i) => {
       ],
     },
   };
-  const sanitized = sanitizeCheckpoint(pod, trees);
+  const sanitized = sanitizeCheckpoint(pod, { ...trees, nodeName: "cp-1" });
   await writeVersion(trees, id, 1, {
     origin: { madeAt: new Date().toISOString(), parent: pod },
     manifest: renderManifest(sanitized.pod),

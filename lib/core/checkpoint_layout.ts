@@ -21,7 +21,7 @@
  * Pure: no file is read or written here.
  */
 import { join } from "node:path";
-import { type IdParts, parseValidId } from "./ids.ts";
+import { idDigest, type IdParts, isValidNamespace, MAX_NAME_BYTES, parseValidId } from "./ids.ts";
 import { asArray, isObject, type Json } from "./json.ts";
 import type { Pod } from "./pod.ts";
 
@@ -46,9 +46,6 @@ export const DIR_MODE = 0o700;
  * so a sweep never touches anyone else's, and no stored file may be named like one.
  */
 export const TEMP_MARKER = ".ckpt-tmp-";
-
-/** NAME_MAX on Linux file systems, counted in bytes. */
-export const MAX_NAME_BYTES = 255;
 
 /**
  * Why `path`, a file's place inside a stored volume (a key of its object, an item's `path`), is
@@ -77,25 +74,60 @@ export function octalMode(mode: number): string {
   return `0${mode.toString(8)}`;
 }
 
+const JSON_SUFFIX = ".json";
+
+/**
+ * `<namespace><separator><name>.json` when it fits in MAX_NAME_BYTES (ids are ASCII). Longer,
+ * both separators give the one shortened name of the id, as long as fits:
+ * `<namespace>_<start of the name>_<idDigest>.json`. Two `_`, where a name given whole has one or
+ * none: it is never the name of another id, and its digest is this id's alone
+ * (docs/design.md#long-names).
+ */
+function idFileName(id: string, separator: "-" | "_"): string {
+  const { namespace, name } = validId(id);
+  const whole = `${namespace}${separator}${name}${JSON_SUFFIX}`;
+  if (whole.length <= MAX_NAME_BYTES) return whole;
+  const end = `_${idDigest(id)}${JSON_SUFFIX}`;
+  return `${namespace}_${name.slice(0, MAX_NAME_BYTES - namespace.length - 1 - end.length)}${end}`;
+}
+
+/** A shortened name (idFileName): a namespace, the start of a name, a digest. */
+const SHORTENED_FILE_NAME = /^[a-z0-9-]+_[a-z0-9][-a-z0-9.]*_[0-9a-f]{32}\.json$/;
+
 /**
  * bootkube's name for a checkpoint manifest, `<namespace>-<name>.json`: what every checkpoint
  * gets unless another file holds it (lib/core/manifest_names.ts). Ambiguous: `kube/system-x` and
- * `kube-system/x` both map to `kube-system-x.json`.
+ * `kube-system/x` both map to `kube-system-x.json`. Throws on an id that is not valid.
  */
 export function manifestFileName(id: string): string {
-  return `${id.replace("/", "-")}.json`;
+  return idFileName(id, "-");
 }
 
 /**
  * The unambiguous name, `<namespace>_<name>.json`: namespaces are DNS labels and names DNS
  * subdomains, so neither contains `_`; this name belongs to one id only, and is never bootkube's
- * name of any id.
+ * name of any id. Also the name of the checkpoint's versions directory (without `.json`) and of
+ * its status record (lib/store/layout.ts). Throws on an id that is not valid.
  */
 export function unambiguousManifestFileName(id: string): string {
-  return `${id.replace("/", "_")}.json`;
+  return idFileName(id, "_");
 }
 
-/** The two names a checkpoint's manifest may have: bootkube's first. */
+/** Whether `file` is the unambiguous name (unambiguousManifestFileName) of some id. */
+export function isUnambiguousFileName(file: string): boolean {
+  if (SHORTENED_FILE_NAME.test(file)) {
+    return file.length === MAX_NAME_BYTES && isValidNamespace(file.split("_")[0]);
+  }
+  const parts = file.endsWith(JSON_SUFFIX) ? file.slice(0, -JSON_SUFFIX.length).split("_") : [];
+  const id = `${parts[0]}/${parts[1]}`;
+  return parts.length === 2 && parseValidId(id) !== undefined &&
+    unambiguousManifestFileName(id) === file;
+}
+
+/**
+ * The two names a checkpoint's manifest may have: bootkube's first. The same one twice for an id
+ * whose names are shortened.
+ */
 export function manifestFileNames(id: string): [string, string] {
   return [manifestFileName(id), unambiguousManifestFileName(id)];
 }
@@ -174,7 +206,8 @@ export function volumeDir(
  * spec waiting to be promoted, PIN_FILE while it is pinned.
  */
 export function versionsDir(trees: Pick<CheckpointTrees, "inactiveDir">, id: string): string {
-  return join(trees.inactiveDir, ".versions", unambiguousManifestFileName(id).slice(0, -5));
+  const stem = unambiguousManifestFileName(id).slice(0, -JSON_SUFFIX.length);
+  return join(trees.inactiveDir, ".versions", stem);
 }
 
 /** The file of version n's manifest in versionsDir. */

@@ -13,6 +13,8 @@
  *   `<namespace>_<name>.json`, which only it can have.
  * - New ids are placed in id order, so two new ids that clash in one pass always resolve the
  *   same way (`kube-system/x` sorts before `kube/system-x` and gets bootkube's name).
+ * - An id too long for either name has one shortened name for both (checkpoint_layout.ts),
+ *   which only it can have: held by another file, nothing of it is written.
  *
  * Pure, and computed before any write of a pass: two checkpoints written at once can never
  * target one file.
@@ -106,6 +108,8 @@ export function assignManifestNames(
     if (unambiguousHolder === undefined) {
       give(id, unambiguous);
       clashes.push({ id, file: unambiguous, reason });
+    } else if (unambiguous === bootkube) {
+      blocked.push({ id, reason }); // a shortened name: the id's only one
     } else {
       blocked.push({ id, reason: `${reason}, and ${unambiguous} by ${unambiguousHolder}` });
     }

@@ -4,7 +4,15 @@
  * Pure: the caller supplies the clock reading and the observations.
  */
 import { compareIds } from "./ids.ts";
-import { inNamespaces, isCheckpoint, isValidParent, type Pod, podId, podsById } from "./pod.ts";
+import {
+  checkpointIdOf,
+  inNamespaces,
+  isCheckpoint,
+  isValidParent,
+  type Pod,
+  podId,
+  podsById,
+} from "./pod.ts";
 import { type SelfIdentity, selfIdOf } from "./self.ts";
 import {
   type Action,
@@ -108,8 +116,8 @@ export function runPass(input: PassInput): PassResult {
 
   // Step 1: merge. On-disk checkpoints first (active wins over inactive), then parents.
   const diskStates: [Map<string, Pod>, CheckpointState][] = [
-    [podsById(obs.activeCheckpoints, isCheckpoint), ACTIVE],
-    [podsById(obs.inactiveCheckpoints, isCheckpoint), INACTIVE],
+    [podsById(obs.activeCheckpoints, isCheckpoint, checkpointIdOf), ACTIVE],
+    [podsById(obs.inactiveCheckpoints, isCheckpoint, checkpointIdOf), INACTIVE],
   ];
   for (const [pods, state] of diskStates) {
     for (const id of pods.keys()) {

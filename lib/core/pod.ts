@@ -4,7 +4,7 @@
  * survive.
  */
 import * as v from "valibot";
-import { isValidNamespace } from "./ids.ts";
+import { isShortPodNameOf, isValidNamespace } from "./ids.ts";
 import { looseObject, record } from "./schema.ts";
 
 export const CHECKPOINT_ANNOTATION = "checkpointer.alpha.coreos.com/checkpoint";
@@ -46,6 +46,18 @@ export function podId(pod: Pod): string {
 
 function annotations(pod: Pod): Record<string, string> {
   return pod.metadata.annotations ?? {};
+}
+
+/**
+ * The id a pod in a manifest dir stands for: a checkpoint's is its parent's, which is its own
+ * unless its parent's name was too long to carry (checkpointPodName): then it carries the short
+ * form, and `checkpoint-of` the parent's name. Any other pod, and a checkpoint whose name is not
+ * the short form of what its `checkpoint-of` says: its own id.
+ */
+export function checkpointIdOf(pod: Pod): string {
+  const parent = annotations(pod)[CHECKPOINT_OF_ANNOTATION];
+  const id = `${pod.metadata.namespace}/${parent}`;
+  return parent !== undefined && isShortPodNameOf(pod.metadata.name, id) ? id : podId(pod);
 }
 
 export function isStaticPod(pod: Pod): boolean {
@@ -98,9 +110,13 @@ export function inNamespaces(namespaces?: readonly string[]): (namespace: string
   return (namespace) => allowed.has(namespace);
 }
 
-/** Indexes pods by id, keeping those the filter accepts; a later duplicate wins. */
-export function podsById(pods: readonly Pod[], keep: (pod: Pod) => boolean = () => true) {
+/** Indexes pods by id (`idOf`), keeping those the filter accepts; a later duplicate wins. */
+export function podsById(
+  pods: readonly Pod[],
+  keep: (pod: Pod) => boolean = () => true,
+  idOf: (pod: Pod) => string = podId,
+) {
   const byId = new Map<string, Pod>();
-  for (const pod of pods) if (keep(pod)) byId.set(podId(pod), pod);
+  for (const pod of pods) if (keep(pod)) byId.set(idOf(pod), pod);
   return byId;
 }

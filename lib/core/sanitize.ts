@@ -9,8 +9,8 @@ import {
   unsafeVolumePath,
   volumeDir,
 } from "./checkpoint_layout.ts";
-import { isValidLabel, isValidObjectName } from "./ids.ts";
-import { CHECKPOINT_OF_ANNOTATION, type Pod } from "./pod.ts";
+import { checkpointPodName, isValidLabel, isValidObjectName } from "./ids.ts";
+import { CHECKPOINT_OF_ANNOTATION, type Pod, podId } from "./pod.ts";
 import { renderFieldRef, renderResourceFieldRef } from "./downward_api.ts";
 import { asArray, isObject, type Json } from "./json.ts";
 import { dropPortDeclarations } from "./ports.ts";
@@ -54,6 +54,9 @@ export class CheckpointRefused extends Error {
     super(`cannot be checkpointed: ${reason}`);
   }
 }
+
+/** Where checkpoints are made: the directories of stored files, and the node's name. */
+export type CheckpointSite = StoredFileDirs & { nodeName: string };
 
 export interface SanitizedCheckpoint {
   pod: Pod;
@@ -210,8 +213,9 @@ function mountReadOnly(spec: Json, volumes: ReadonlySet<string>) {
 }
 
 /**
- * The checkpoint of a parent pod: same name, namespace and labels; one annotation pointing at
- * the parent; the parent as controlling owner; no service account, pull secrets, ephemeral
+ * The checkpoint of a parent pod: same name (unless the kubelet could not run a static pod of it
+ * on `site`'s node: then shortened, checkpointPodName), namespace and labels; one annotation
+ * naming the parent; the parent as controlling owner; no service account, pull secrets, ephemeral
  * containers, affinity, node selector, status or ports; secret, configMap and projected volumes
  * rewritten as hostPath volumes onto the files of checkpoint version `version`
  * (versionRoot in lib/core/checkpoint_layout.ts), mounted read-only. Throws CheckpointRefused
@@ -219,7 +223,7 @@ function mountReadOnly(spec: Json, volumes: ReadonlySet<string>) {
  */
 export function sanitizeCheckpoint(
   parent: Pod,
-  dirs: StoredFileDirs,
+  site: CheckpointSite,
   version = FIRST_VERSION,
 ): SanitizedCheckpoint {
   const copy = structuredClone(parent) as Json;
@@ -237,7 +241,7 @@ export function sanitizeCheckpoint(
   delete spec.ephemeralContainers;
   const portWarnings = dropPortDeclarations(spec);
 
-  const ctx: VolumeContext = { parent, dirs, version, warnings: [] };
+  const ctx: VolumeContext = { parent, dirs: site, version, warnings: [] };
   const volumes: VolumeFiles[] = [];
   for (const volume of asArray(spec.volumes)) {
     const files = rewriteVolume(ctx, volume);
@@ -249,7 +253,7 @@ export function sanitizeCheckpoint(
     apiVersion: "v1",
     kind: "Pod",
     metadata: {
-      name: meta.name,
+      name: checkpointPodName(podId(parent), site.nodeName),
       namespace: meta.namespace,
       ...(meta.labels ? { labels: structuredClone(meta.labels) } : {}),
       annotations: { [CHECKPOINT_OF_ANNOTATION]: meta.name },

@@ -8,6 +8,7 @@
  */
 import { basename, dirname, join } from "node:path";
 import { TEMP_MARKER } from "../core/checkpoint_layout.ts";
+import { MAX_NAME_BYTES } from "../core/ids.ts";
 
 export { TEMP_MARKER };
 
@@ -24,9 +25,6 @@ export interface WriteOptions {
 function groupOf(opts: WriteOptions): number | undefined {
   return opts.uid === undefined ? undefined : opts.gid ?? opts.uid;
 }
-
-/** Linux refuses longer file names (NAME_MAX), counted in bytes. */
-const NAME_MAX_BYTES = 255;
 
 /** The longest prefix of `text` that fits in `maxBytes` of UTF-8, cut between characters. */
 function truncateUtf8(text: string, maxBytes: number): string {
@@ -49,9 +47,13 @@ function truncateUtf8(text: string, maxBytes: number): string {
 export function tempPathFor(path: string): string {
   const random = Array.from(crypto.getRandomValues(new Uint8Array(8)))
     .map((b) => b.toString(16).padStart(2, "0")).join("");
-  const suffix = `${TEMP_MARKER}${random}`;
-  const name = truncateUtf8(basename(path), NAME_MAX_BYTES - 1 - suffix.length);
-  return join(dirname(path), `.${name}${suffix}`);
+  return join(dirname(path), withSuffix(`.${basename(path)}`, `${TEMP_MARKER}${random}`));
+}
+
+/** `<name><suffix>`, the name cut short as needed for the whole to fit in NAME_MAX. */
+export function withSuffix(name: string, suffix: string): string {
+  const room = MAX_NAME_BYTES - new TextEncoder().encode(suffix).length;
+  return `${truncateUtf8(name, room)}${suffix}`;
 }
 
 function bytesOf(data: Uint8Array | string): Uint8Array {

@@ -19,7 +19,7 @@ import {
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 import { assignManifestNames, type ManifestIndex } from "../core/manifest_names.ts";
-import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
+import { checkpointIdOf, isCheckpoint, type Pod, PodSchema } from "../core/pod.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import { check } from "../core/schema.ts";
 import {
@@ -116,7 +116,7 @@ async function parseManifestFile(
   if (!result.success) {
     return { file, problem: `not a pod: ${formatSchemaError(PodSchema, result.issues)}` };
   }
-  const id = podId(result.output);
+  const id = checkpointIdOf(result.output);
   const ours = parseValidId(id) !== undefined && manifestFileNames(id).includes(basename(file));
   return { file, pod: result.output, ours };
 }
@@ -156,7 +156,7 @@ export async function readManifestDir(dir: string, cache?: ManifestCache): Promi
 export function manifestIndex(dir: ManifestDir): ManifestIndex {
   const index = new Map<string, string | undefined>();
   for (const m of dir.manifests) {
-    index.set(basename(m.file), isCheckpoint(m.pod) ? podId(m.pod) : undefined);
+    index.set(basename(m.file), isCheckpoint(m.pod) ? checkpointIdOf(m.pod) : undefined);
   }
   for (const p of dir.problems) index.set(basename(p.file), undefined);
   return index;
@@ -193,7 +193,9 @@ export class ForeignManifestError extends Error {
 async function assertOursOrAbsent(file: string, id: string): Promise<void> {
   const read = await readManifest(file);
   if (!read || "problem" in read) return;
-  if (!isCheckpoint(read.pod) || podId(read.pod) !== id) throw new ForeignManifestError(file, id);
+  if (!isCheckpoint(read.pod) || checkpointIdOf(read.pod) !== id) {
+    throw new ForeignManifestError(file, id);
+  }
 }
 
 /**
@@ -216,7 +218,7 @@ export async function writeInactiveManifest(
   pod: Pod,
   file: string,
 ): Promise<WriteOutcome> {
-  const id = podId(pod);
+  const id = checkpointIdOf(pod);
   const { inactiveManifest } = checkpointPaths(paths, id, file);
   await assertOursOrAbsent(inactiveManifest, id);
   return await intoDir(
@@ -286,7 +288,7 @@ export async function activateCheckpoint(
 async function holdsCheckpoint(file: string, id: string): Promise<boolean> {
   const read = await readManifest(file);
   return read !== undefined && !("problem" in read) && isCheckpoint(read.pod) &&
-    podId(read.pod) === id;
+    checkpointIdOf(read.pod) === id;
 }
 
 /**

@@ -29,7 +29,7 @@ import {
   versionsDir,
   versionsMounted,
 } from "../core/checkpoint_layout.ts";
-import { isCheckpoint, type Pod, podId, PodSchema } from "../core/pod.ts";
+import { checkpointIdOf, isCheckpoint, type Pod, PodSchema } from "../core/pod.ts";
 import { formatSchemaError } from "../core/schema_error.ts";
 import { check, int, object, type Schema } from "../core/schema.ts";
 import {
@@ -449,7 +449,9 @@ export async function readKept(
     readStoredVersions(trees, id),
   ]);
   const pod = text === undefined ? undefined : parseManifestText(text);
-  if (text === undefined || !pod || !isCheckpoint(pod) || podId(pod) !== id) return { stored };
+  if (text === undefined || !pod || !isCheckpoint(pod) || checkpointIdOf(pod) !== id) {
+    return { stored };
+  }
   const kept = keptVersionOf(stored, text);
   if (kept !== undefined) return { text, kept, stored };
   const adopted = nextVersion(stored, undefined);

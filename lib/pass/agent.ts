@@ -15,7 +15,7 @@
  */
 import { join } from "node:path";
 import type { Config } from "../config/types.ts";
-import { podId } from "../core/pod.ts";
+import { checkpointIdOf } from "../core/pod.ts";
 import { type PassResult, runPass } from "../core/pass.ts";
 import type { Clock, Instant } from "../core/time.ts";
 import { totalBytesWritten } from "../disk/atomic_write.ts";
@@ -253,7 +253,9 @@ export class Agent {
       const file = this.#names.fileOf(id);
       return {
         ...(file !== undefined ? { file: join(config.staticPodDir, file) } : {}),
-        pod: [...activeCheckpoints, ...inactiveCheckpoints].find((pod) => podId(pod) === id),
+        pod: [...activeCheckpoints, ...inactiveCheckpoints].find((pod) =>
+          checkpointIdOf(pod) === id
+        ),
       };
     });
   }

@@ -10,7 +10,6 @@ import {
   type CheckpointTrees,
   type StoredAccess,
   storedAccess,
-  type StoredFileDirs,
   versionFileDirs,
   versionsDir,
 } from "../core/checkpoint_layout.ts";
@@ -28,6 +27,7 @@ import {
 } from "../core/promotion.ts";
 import {
   CheckpointRefused,
+  type CheckpointSite,
   sanitizeCheckpoint,
   type SanitizedCheckpoint,
 } from "../core/sanitize.ts";
@@ -84,7 +84,7 @@ const MAX_NESTING = 200;
  * or an item path no path may be built from (CheckpointRefused). What a parent is, not what a
  * pass found: the same parent is refused the same way on every pass.
  */
-function refusal(parent: Pod, dirs: StoredFileDirs): string | undefined {
+function refusal(parent: Pod, site: CheckpointSite): string | undefined {
   if (nestsDeeperThan(parent, MAX_NESTING)) {
     const field = Object.keys(parent).find((key) =>
       nestsDeeperThan((parent as Record<string, unknown>)[key], MAX_NESTING - 1)
@@ -94,7 +94,7 @@ function refusal(parent: Pod, dirs: StoredFileDirs): string | undefined {
   const access = storedAccess(parent, agentUid());
   if ("error" in access) return `cannot store files for this pod: ${access.error}`;
   try {
-    sanitizeCheckpoint(parent, dirs);
+    sanitizeCheckpoint(parent, site);
   } catch (e) {
     if (e instanceof CheckpointRefused) return e.message;
     throw e;

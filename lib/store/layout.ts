@@ -1,8 +1,9 @@
 /**
- * Where the stores keep their files under the state directory (docs/stores.md), and the two
- * bijections between keys and file names. A key that could not name a file inside its store is
- * an InvalidIdError before any path is built from it.
+ * Where the stores keep their files under the state directory (docs/stores.md), and the file
+ * name of each key: one key, one name, never a path outside the store. A key that could not name
+ * a file inside its store is an InvalidIdError before any path is built from it.
  */
+import { isUnambiguousFileName, unambiguousManifestFileName } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
 
 export const STATUS_DIR = "status";
@@ -14,43 +15,29 @@ export const RECORD_FILE_MODE = 0o600;
 export const STORE_DIR_MODE = 0o700;
 
 const RECORD_SUFFIX = ".json";
-/** Linux's NAME_MAX: a key whose file name would be longer cannot be stored. */
-const MAX_FILE_NAME_BYTES = 255;
 
 export class InvalidIdError extends Error {
   override name = "InvalidIdError";
 }
 
-function checkedFileName(kind: string, key: string, fileName: string): string {
-  if (new TextEncoder().encode(fileName).length > MAX_FILE_NAME_BYTES) {
-    throw new InvalidIdError(
-      `${kind} ${JSON.stringify(key)}: its file name would exceed ${MAX_FILE_NAME_BYTES} bytes`,
-    );
-  }
-  return fileName;
-}
-
 /**
- * `namespace/name` → `<namespace>_<name>.json`. Kubernetes names cannot contain an underscore,
- * so the file name maps back to exactly one id.
+ * `namespace/name` → `<namespace>_<name>.json`, the unambiguous name of its checkpoint's manifest
+ * (lib/core/checkpoint_layout.ts): Kubernetes names cannot contain an underscore, so no two ids
+ * share one. A name too long for a file is shortened with a digest of the id; the record inside
+ * says the whole id, and a record is read only under its own id's name (record_files.ts).
  */
 export function statusFileName(id: string): string {
-  const parts = parseValidId(id);
-  if (!parts) {
+  if (!parseValidId(id)) {
     throw new InvalidIdError(
       `checkpoint id ${JSON.stringify(id)}: not namespace/name with Kubernetes-valid names`,
     );
   }
-  return checkedFileName("checkpoint id", id, `${parts.namespace}_${parts.name}${RECORD_SUFFIX}`);
+  return unambiguousManifestFileName(id);
 }
 
-/** The id a status file name stands for; undefined when the name is not one we would write. */
-export function statusIdOfFileName(fileName: string): string | undefined {
-  if (!fileName.endsWith(RECORD_SUFFIX)) return undefined;
-  const parts = fileName.slice(0, -RECORD_SUFFIX.length).split("_");
-  if (parts.length !== 2) return undefined;
-  const id = `${parts[0]}/${parts[1]}`;
-  return parseValidId(id) ? id : undefined;
+/** Whether `fileName` is the status file name of some id. */
+export function isStatusFileName(fileName: string): boolean {
+  return isUnambiguousFileName(fileName);
 }
 
 export const MAX_SANDBOX_ID_LENGTH = 128;
@@ -77,8 +64,8 @@ export function sandboxFileName(sandboxId: string): string {
   return `${sandboxId}${RECORD_SUFFIX}`;
 }
 
-export function sandboxIdOfFileName(fileName: string): string | undefined {
-  if (!fileName.endsWith(RECORD_SUFFIX)) return undefined;
-  const id = fileName.slice(0, -RECORD_SUFFIX.length);
-  return sandboxIdProblem(id) === undefined ? id : undefined;
+/** Whether `fileName` is the file name of some sandbox id. */
+export function isSandboxFileName(fileName: string): boolean {
+  return fileName.endsWith(RECORD_SUFFIX) &&
+    sandboxIdProblem(fileName.slice(0, -RECORD_SUFFIX.length)) === undefined;
 }

@@ -3,7 +3,7 @@
  * and the stores are made of (created durably: the parent is fsynced after).
  */
 import { basename, dirname, join } from "node:path";
-import { syncDir } from "../disk/atomic_write.ts";
+import { syncDir, withSuffix } from "../disk/atomic_write.ts";
 import { ownTree, pathExists } from "../disk/dirs.ts";
 import { formatInstant, type Instant } from "../core/time.ts";
 import { QUARANTINE_DIR, STORE_DIR_MODE } from "./layout.ts";
@@ -24,7 +24,8 @@ export async function ensureStoreDir(stateDir: string, ...subs: string[]): Promi
 
 /**
  * Moves a bad record out of its store into `quarantine/<store>/<name>.<timestamp>` (with `.N`
- * appended should that exist), so nothing is lost and the store can serve the rest.
+ * appended should that exist; the name cut short when all would not fit in a file name), so
+ * nothing is lost and the store can serve the rest.
  */
 export async function quarantine(
   stateDir: string,
@@ -33,10 +34,13 @@ export async function quarantine(
   now: Instant,
 ): Promise<string> {
   const dir = await ensureStoreDir(stateDir, QUARANTINE_DIR, basename(storeDir));
-  const base = join(dir, `${basename(path)}.${formatInstant(now)}`);
-  let target = base;
+  // A record's name may be as long as a file name can be: its start is kept, the rest whole.
+  const stamp = `.${formatInstant(now)}`;
+  let target = join(dir, withSuffix(basename(path), stamp));
   // One process owns the state directory (the lock file), so nothing races this probe.
-  for (let n = 1; await pathExists(target); n++) target = `${base}.${n}`;
+  for (let n = 1; await pathExists(target); n++) {
+    target = join(dir, withSuffix(basename(path), `${stamp}.${n}`));
+  }
   await Deno.rename(path, target);
   await syncDir(dir);
   await syncDir(dirname(path));

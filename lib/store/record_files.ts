@@ -16,9 +16,9 @@ export interface RecordType<T> {
   schema: Schema<T>;
   /** The file name of a key; throws InvalidIdError for a key that cannot be stored. */
   fileNameOf(key: string): string;
-  /** The key a file name stands for, or undefined when the name is not one we write. */
-  keyOfFileName(fileName: string): string | undefined;
-  /** The key a record says it belongs to. */
+  /** Whether a file name is one we write, of some key. */
+  isFileName(fileName: string): boolean;
+  /** The key a record says it belongs to: its file must be that key's. */
   keyOfRecord(record: T): string;
 }
 
@@ -34,8 +34,8 @@ export async function readRecordFile<T>(
   type: RecordType<T>,
   path: string,
 ): Promise<{ key: string; record: T }> {
-  const key = type.keyOfFileName(basename(path));
-  if (key === undefined) {
+  const name = basename(path);
+  if (!type.isFileName(name)) {
     throw new RecordError(path, "bad-name", `not a ${type.kind} record file name`);
   }
   let bytes: Uint8Array;
@@ -45,12 +45,14 @@ export async function readRecordFile<T>(
     throw new RecordError(path, "unreadable", `cannot read: ${(e as Error).message}`);
   }
   const record = decodeRecord(path, bytes, type.kind, type.schema);
-  const claimed = type.keyOfRecord(record);
-  if (claimed !== key) {
+  // The name may be shortened (a long id's): the key is the record's, filed under its own name.
+  const key = type.keyOfRecord(record);
+  const own = type.fileNameOf(key);
+  if (own !== name) {
     throw new RecordError(
       path,
       "misplaced",
-      `holds the record of ${JSON.stringify(claimed)}, not of ${JSON.stringify(key)}`,
+      `holds the record of ${JSON.stringify(key)}, whose file is ${JSON.stringify(own)}`,
     );
   }
   return { key, record };

@@ -6,7 +6,7 @@ import * as v from "valibot";
 import { int, strictObject } from "../core/schema.ts";
 import { isCidr } from "../util/ip.ts";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
-import { SANDBOX_DIR, sandboxFileName, sandboxIdOfFileName, sandboxIdProblem } from "./layout.ts";
+import { isSandboxFileName, SANDBOX_DIR, sandboxFileName, sandboxIdProblem } from "./layout.ts";
 import type { RecordType } from "./record_files.ts";
 import type { StoreCodec } from "./record_store.ts";
 
@@ -82,7 +82,7 @@ export const SANDBOX_RECORDS: RecordType<SandboxRecord> = {
   dir: SANDBOX_DIR,
   schema: SandboxRecordSchema,
   fileNameOf: sandboxFileName,
-  keyOfFileName: sandboxIdOfFileName,
+  isFileName: isSandboxFileName,
   keyOfRecord: (record) => record.sandboxId,
 };
 

@@ -15,7 +15,7 @@ import {
 } from "../core/state.ts";
 import { parseInstant } from "../core/time.ts";
 import { parseValidId } from "../core/ids.ts";
-import { STATUS_DIR, statusFileName, statusIdOfFileName } from "./layout.ts";
+import { isStatusFileName, STATUS_DIR, statusFileName } from "./layout.ts";
 import type { RecordType } from "./record_files.ts";
 import type { StoreCodec } from "./record_store.ts";
 
@@ -93,7 +93,7 @@ export const STATUS_RECORDS: RecordType<StatusRecord> = {
   dir: STATUS_DIR,
   schema: StoredStatusSchema,
   fileNameOf: statusFileName,
-  keyOfFileName: statusIdOfFileName,
+  isFileName: isStatusFileName,
   keyOfRecord: (record) => record.id,
 };
 

@@ -15,7 +15,7 @@ import {
   storedAccess,
 } from "../core/checkpoint_layout.ts";
 import { parseValidId } from "../core/ids.ts";
-import { isCheckpoint, podId } from "../core/pod.ts";
+import { checkpointIdOf, isCheckpoint } from "../core/pod.ts";
 import { apiReferences } from "../core/sanitize.ts";
 import { equalBytes, TEMP_MARKER } from "../disk/atomic_write.ts";
 import { type ManifestDir, type ManifestFile, readManifestDir } from "../disk/manifests.ts";
@@ -31,9 +31,10 @@ async function bytesEqual(a: string, b: string): Promise<boolean> {
 /** Why a checkpoint's file name is none of its own, or undefined when it is one. */
 function misnamed(m: ManifestFile): string | undefined {
   if (m.ours) return undefined;
-  const id = podId(m.pod);
+  const id = checkpointIdOf(m.pod);
   if (!parseValidId(id)) return `not named after its pod ${id}`;
   const [bootkube, unambiguous] = manifestFileNames(id);
+  if (bootkube === unambiguous) return `not named ${bootkube}, the name of its pod ${id}`;
   return `named neither ${bootkube} nor ${unambiguous}, the names of its pod ${id}`;
 }
 
@@ -42,7 +43,7 @@ function checkpointsById(dir: ManifestDir): Map<string, ManifestFile[]> {
   const byId = new Map<string, ManifestFile[]>();
   for (const m of dir.manifests) {
     if (!isCheckpoint(m.pod)) continue;
-    const id = podId(m.pod);
+    const id = checkpointIdOf(m.pod);
     byId.set(id, [...byId.get(id) ?? [], m]);
   }
   return byId;
@@ -91,7 +92,7 @@ export function manifestCheck(paths: CheckpointTrees): Check {
       for (const m of active.manifests) {
         if (!m.ours || !isCheckpoint(m.pod)) continue;
         checked++;
-        const source = inactiveById.get(podId(m.pod))?.find((i) => i.ours)?.file;
+        const source = inactiveById.get(checkpointIdOf(m.pod))?.find((i) => i.ours)?.file;
         if (source === undefined) {
           findings.push({
             file: m.file,
@@ -182,7 +183,7 @@ export function storedFilesCheck(paths: CheckpointTrees): Check {
       const podDirs = new Set<string>();
       const bases = [paths.secretsDir, paths.configmapsDir];
       for (const m of (await readManifestDir(paths.inactiveDir)).manifests) {
-        const id = podId(m.pod);
+        const id = checkpointIdOf(m.pod);
         if (!isCheckpoint(m.pod) || !parseValidId(id)) continue;
         const p = checkpointPaths(paths, id);
         podDirs.add(p.secretsDir).add(p.configmapsDir);

@@ -178,8 +178,11 @@ Deno.test("inheritedParent: the predecessor's spec and labels in the heir's iden
   assertEquals(made.status, undefined);
   assertEquals(made.spec, old.spec);
   // Everything the sanitizer derives from the identity is the heir's.
-  const dirs = { secretsDir: "/s", configmapsDir: "/c" };
-  const sanitized = sanitizeCheckpoint(made, dirs, 1);
+  const sanitized = sanitizeCheckpoint(
+    made,
+    { secretsDir: "/s", configmapsDir: "/c", nodeName: "cp-1" },
+    1,
+  );
   assertEquals(sanitized.pod.metadata.name, "kube-apiserver-9fj3m");
   assertEquals(sanitized.volumes.map((v) => v.dir), [
     "/s/kube-system/kube-apiserver-9fj3m/_volumes/info",

@@ -1,5 +1,6 @@
 /** The manifest file name rule, by table: ids to place + what the directories hold → names. */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import { manifestFileNames } from "../../lib/core/checkpoint_layout.ts";
 import {
   assignManifestNames,
   filesHolding,
@@ -24,6 +25,9 @@ interface Case {
 }
 
 const A = "kube-system/x", B = "kube/system-x";
+/** An id too long for either name: one shortened name for both (checkpoint_layout.ts). */
+const LONG = `${"n".repeat(63)}/${"a".repeat(253)}`;
+const [SHORT] = manifestFileNames(LONG);
 
 const CASES: Case[] = [
   {
@@ -134,6 +138,21 @@ const CASES: Case[] = [
     inactive: { "kube-system_x.json": A },
     active: { "kube-system-x.json": A },
     names: { [A]: "kube-system_x.json" },
+  },
+  {
+    name: "a long id gets its shortened name, and keeps it",
+    place: [LONG, A],
+    inactive: { "kube-system-x.json": A },
+    names: { [LONG]: SHORT, [A]: "kube-system-x.json" },
+  },
+  {
+    name: "a long id whose only name another file holds: no name, and why, said once",
+    place: [LONG],
+    active: { [SHORT]: null },
+    names: {},
+    blocked: {
+      [LONG]: `${SHORT} is held by a file that is not a checkpoint in the static-pod dir`,
+    },
   },
   {
     name: "invalid ids get no name, on disk or placed",

@@ -15,6 +15,7 @@ import { declaredHostPorts } from "../../lib/core/ports.ts";
 const DIRS = {
   secretsDir: "/etc/kubernetes/checkpoint-secrets",
   configmapsDir: "/etc/kubernetes/checkpoint-configmaps",
+  nodeName: "cp-1",
 };
 
 async function apiserver(): Promise<Pod> {

@@ -72,6 +72,7 @@ Deno.test("the kube-apiserver fixture's volumes, end to end from the sanitizer",
     const { volumes } = sanitizeCheckpoint(parent, {
       secretsDir: `${root}/secrets`,
       configmapsDir: `${root}/configmaps`,
+      nodeName: "cp-1",
     });
     const owner = storedAccess(parent, 0);
     assert(!("error" in owner));

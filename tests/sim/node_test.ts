@@ -25,10 +25,7 @@ function value<T>(result: SourceResult<T>): T {
 async function activateCopy(node: SimNode, keepPorts: boolean): Promise<Pod> {
   const c = node.config();
   const parent = node.parents.find((p) => podId(p) === APISERVER)!;
-  const { pod } = sanitizeCheckpoint(parent, {
-    secretsDir: c.secretsDir,
-    configmapsDir: c.configmapsDir,
-  });
+  const { pod } = sanitizeCheckpoint(parent, c);
   const file = join(c.staticPodDir, "kube-system-kube-apiserver-7x2kq.json");
   await Deno.writeTextFile(file, renderManifest(pod));
   if (keepPorts) await restoreParentPorts(file, parent);

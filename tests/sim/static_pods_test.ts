@@ -79,6 +79,11 @@ Deno.test("an empty namespace becomes default, as the kubelet defaults it", () =
   );
 });
 
+Deno.test("the kubelet names a static pod <name>-<node>, and takes it up to 253 characters", () => {
+  const name = "a".repeat(253 - `-${NODE}`.length);
+  assertEquals(decoded(changed((doc) => doc.metadata.name = name)).metadata.name, name);
+});
+
 const REFUSED: [string, string, string][] = [
   ["not JSON or YAML", "{ not json", "couldn't parse as pod"],
   ["a YAML list", "- a\n- b\n", "cannot unmarshal array"],
@@ -90,6 +95,11 @@ const REFUSED: [string, string, string][] = [
   ["a name of another type", changed((doc) => doc.metadata.name = 7), "metadata.name"],
   ["a label value not a string", changed((doc) => doc.metadata.labels = { a: 1 }), "labels.a"],
   ["a name not DNS", changed((doc) => doc.metadata.name = "Kube_API"), "metadata.name"],
+  [
+    "a name that with the node's is longer than a pod name may be",
+    changed((doc) => doc.metadata.name = "a".repeat(253 - `-${NODE}`.length + 1)),
+    "metadata.name",
+  ],
   ["a namespace not DNS", changed((doc) => doc.metadata.namespace = "a.b"), "metadata.namespace"],
   [
     "an owner reference without uid",

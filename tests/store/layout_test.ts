@@ -1,17 +1,18 @@
-/** Keys ↔ file names: one-to-one, and never a path outside the store. */
-import { deepStrictEqual as assertEquals, throws } from "node:assert/strict";
+/** Keys → file names: one name per key, and never a path outside the store. */
+import { deepStrictEqual as assertEquals, ok as assert, throws } from "node:assert/strict";
 import {
   InvalidIdError,
+  isSandboxFileName,
+  isStatusFileName,
   sandboxFileName,
-  sandboxIdOfFileName,
   statusFileName,
-  statusIdOfFileName,
 } from "../../lib/store/layout.ts";
 
-Deno.test("status ids map to <namespace>_<name>.json and back", () => {
+Deno.test("status ids map to <namespace>_<name>.json", () => {
   for (const id of ["kube-system/kube-apiserver", "a/b.c-d", "x/y"]) {
     const name = statusFileName(id);
-    assertEquals(statusIdOfFileName(name), id);
+    assertEquals(name, `${id.replace("/", "_")}.json`);
+    assert(isStatusFileName(name), name);
   }
   assertEquals(statusFileName("kube-system/etcd.node-1"), "kube-system_etcd.node-1.json");
 });
@@ -22,22 +23,26 @@ Deno.test("status ids that are not namespace/name with valid names are refused",
   }
 });
 
-Deno.test("a valid id whose file name would exceed 255 bytes is refused, clearly", () => {
+Deno.test("a valid id whose file name would exceed 255 bytes gets a shortened one, 255 bytes", () => {
   const name = Array.from({ length: 4 }, () => "n".repeat(62)).join("."); // 251 characters
-  throws(() => statusFileName(`ns/${name}`), /would exceed 255 bytes/);
-  assertEquals(statusFileName(`ns/${name.slice(0, 245)}`).length, 3 + 245 + 5);
+  const long = statusFileName(`ns/${name}`);
+  assertEquals(long.length, 255);
+  assert(long.startsWith(`ns_${name.slice(0, 180)}`) && /_[0-9a-f]{32}\.json$/.test(long), long);
+  assert(isStatusFileName(long), long);
+  assert(statusFileName(`ns/${name.slice(0, -1)}m`) !== long);
+  assertEquals(statusFileName(`ns/${name.slice(0, 246)}`), `ns_${name.slice(0, 246)}.json`);
 });
 
-Deno.test("file names that are not status records map to no id", () => {
+Deno.test("file names that are not status records are no status file names", () => {
   for (const name of ["ns_a", "ns_a.txt", "ns.json", "a_b_c.json", "NS_a.json", "_a.json"]) {
-    assertEquals(statusIdOfFileName(name), undefined, name);
+    assertEquals(isStatusFileName(name), false, name);
   }
 });
 
 Deno.test("sandbox ids: hex digests and the like; never a separator, .. or a leading dot", () => {
   const digest = "0123456789abcdef".repeat(4);
   assertEquals(sandboxFileName(digest), `${digest}.json`);
-  assertEquals(sandboxIdOfFileName(`${digest}.json`), digest);
+  assert(isSandboxFileName(`${digest}.json`));
   assertEquals(sandboxFileName("pod_sandbox-1.a"), "pod_sandbox-1.a.json");
   const bad: [string, RegExp][] = [
     ["", /empty/],
@@ -56,7 +61,7 @@ Deno.test("sandbox ids: hex digests and the like; never a separator, .. or a lea
       (e: unknown) => e instanceof InvalidIdError && message.test(String(e)),
       id,
     );
-    assertEquals(sandboxIdOfFileName(`${id}.json`), undefined);
+    assertEquals(isSandboxFileName(`${id}.json`), false);
   }
   assertEquals(sandboxFileName("x".repeat(128)).length, 133);
 });

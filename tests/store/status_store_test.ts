@@ -1,10 +1,10 @@
 /** The status store: copies, transactions, rollback, serialization, deletes, load and quarantine. */
-import { deepStrictEqual as assertEquals, rejects, throws } from "node:assert/strict";
-import { join } from "node:path";
+import { deepStrictEqual as assertEquals, ok as assert, rejects, throws } from "node:assert/strict";
+import { basename, join } from "node:path";
 import { atomicWrite, TEMP_MARKER } from "../../lib/disk/atomic_write.ts";
 import { parseInstant } from "../../lib/core/time.ts";
 import { encodeRecord, RecordError } from "../../lib/store/envelope.ts";
-import { InvalidIdError } from "../../lib/store/layout.ts";
+import { InvalidIdError, statusFileName } from "../../lib/store/layout.ts";
 import type { Writer } from "../../lib/store/record_store.ts";
 import { phaseOf, type StatusRecord } from "../../lib/store/status_record.ts";
 import { StatusStore } from "../../lib/store/status_store.ts";
@@ -406,5 +406,31 @@ Deno.test("invalid ids are InvalidIdErrors and create nothing", async () => {
     }
     assertEquals(await listDir(join(stateDir, "status")), []);
     assertEquals(await listDir(stateDir), ["quarantine", "status"]);
+  });
+});
+
+Deno.test("a long id: its record under a shortened name, loaded back by the id inside", async () => {
+  await withStateDir(async (stateDir) => {
+    const long = `${"n".repeat(63)}/${"a".repeat(253)}`;
+    const store = await StatusStore.open(stateDir);
+    assertEquals(await store.update(long, put(statusRecord(long))), "written");
+    const [name] = await listDir(join(stateDir, "status"));
+    assertEquals([name, new TextEncoder().encode(name).length], [statusFileName(long), 255]);
+    const reopened = await StatusStore.open(stateDir);
+    assertEquals([reopened.problems, reopened.get(long)?.id], [[], long]);
+    // Another long id's record under that name is found out, as any misplaced record is.
+    const other = `${"n".repeat(63)}/${"a".repeat(252)}b`;
+    await Deno.writeTextFile(
+      join(stateDir, "status", name),
+      encodeRecord("status", statusRecord(other)),
+    );
+    const clock = { now: () => parseInstant("2026-03-04T05:06:07.5Z")! };
+    const found = await StatusStore.open(stateDir, { clock });
+    assertEquals(found.problems.map((p) => p.code), ["misplaced"]);
+    // Quarantined under a name the file system takes, the instant kept whole.
+    const moved = found.problems[0].quarantinedTo!;
+    assert(moved.endsWith(".2026-03-04T05:06:07.5Z"), moved);
+    assert(new TextEncoder().encode(basename(moved)).length <= 255, moved);
+    assertEquals(await Deno.readTextFile(moved), encodeRecord("status", statusRecord(other)));
   });
 });
