@@ -57,6 +57,22 @@ async function readAnswer(
   }
 }
 
+/**
+ * Sends `POST /v1/reconcile` with the token, `rest` ending its head (and starting its body), and
+ * returns once the server has armed the request's own wait (for its body). Sent a moment after
+ * the connection's wait for a request was armed, so that the two are told apart.
+ */
+async function sendReconcile(conn: Deno.Conn, timers: ManualTimers, rest: string) {
+  await timers.advance(1);
+  await writeAll(
+    conn,
+    encode(
+      `POST /v1/reconcile HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKEN}\r\n${rest}`,
+    ),
+  );
+  await until("the request's wait armed", () => timers.armed[0] === LIMITS.clientTimeoutMs);
+}
+
 /** What the server sent until it closed the connection; an error if it does not close it. */
 async function ended(conn: Deno.Conn): Promise<string> {
   let sent: string | undefined;
@@ -133,16 +149,7 @@ Deno.test("one request a connection, answered with Connection: close; a request 
     const held = f.daemon.between(() => new Promise<void>((resolve) => release = resolve));
     const conn = await f.connect();
     try {
-      // A moment later, so that the request's wait is told from the wait for its head.
-      await timers.advance(1);
-      await writeAll(
-        conn,
-        encode(
-          `POST /v1/reconcile HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKEN}\r\n` +
-            "Content-Length: 0\r\n\r\n",
-        ),
-      );
-      await until("the request is under way", () => timers.armed[0] === LIMITS.clientTimeoutMs);
+      await sendReconcile(conn, timers, "Content-Length: 0\r\n\r\n");
       await timers.advance(LIMITS.clientTimeoutMs * 10);
       release();
       await held;
@@ -165,16 +172,7 @@ Deno.test("a request whose body does not come is cut off at the client timeout",
   await served("unix", async (f, timers) => {
     const conn = await f.connect();
     try {
-      // A moment later, so that the body's wait is told from the wait for the request.
-      await timers.advance(1);
-      await writeAll(
-        conn,
-        encode(
-          `POST /v1/reconcile HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKEN}\r\n` +
-            "Content-Length: 100\r\n\r\n{}",
-        ),
-      );
-      await until("the body is waited for", () => timers.armed[0] === LIMITS.clientTimeoutMs);
+      await sendReconcile(conn, timers, "Content-Length: 100\r\n\r\n{}");
       await timers.advance(LIMITS.clientTimeoutMs);
       assertEquals(await ended(conn), "");
       assertEquals(f.daemon.lastReport, undefined, "no pass was run");
