@@ -17,11 +17,10 @@
  *   node:http serves any duplex stream it is given as a connection: so the accept loop, the bound
  *   and the timers are ours, and no HTTP is parsed or written here.
  *
- * Why no keep-alive: node:http destroys a kept-alive connection after each answer when it did not
- * listen itself (Deno's resOnFinish: `if (!server.listening) socket.destroy()`), which a client
- * reusing the connection sees as a broken pipe; and the endpoint's clients (probes, Prometheus,
- * `ckpt-agent status`) gain nothing from it, while an idle kept-alive connection is what an
- * attacker holds.
+ * Why no keep-alive: node:http in Deno closes a connection after each answer when the server did
+ * not listen itself, though the answer said `keep-alive` (measured: the client's second request on
+ * it met a broken pipe); and the endpoint's clients (probes, Prometheus, `ckpt-agent status`) gain
+ * nothing from it, while an idle kept-alive connection is what an attacker holds.
  */
 import { Buffer } from "node:buffer";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
