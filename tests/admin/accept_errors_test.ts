@@ -4,7 +4,7 @@
  * that waited are served once descriptors are free; never fatal.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { ChildLines } from "../helpers/child_log.ts";
+import { ChildLines } from "../helpers/child_lines.ts";
 import { until } from "../helpers/until.ts";
 import { readAll, writeAll } from "./harness.ts";
 

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { SimNode } from "../../lib/sim/node.ts";
 import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 import { untilAnswers } from "../helpers/admin_socket.ts";
-import { ChildLines } from "../helpers/child_log.ts";
+import { ChildLines } from "../helpers/child_lines.ts";
 import { untilStatusRecords } from "../helpers/sim_node.ts";
 import { until } from "../helpers/until.ts";
 
