@@ -284,17 +284,30 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
 
   route("GET", "/v1/sandboxes/*", (c) => fail(c, 400, "bad sandbox id: expected one path segment"));
 
-  // Concurrent plan requests share one dry run: asking the node is not free.
+  // Without the token, the last pass's plan, from memory: a request anyone on the node can make
+  // never reaches the API server, the kubelet or the runtime. A fresh dry run asks them all, so
+  // it needs the token; concurrent ones share one dry run.
   let planning: Promise<PassReport> | undefined;
+  const planView = (from: "last-pass" | "dry-run", report: PassReport) => ({
+    from,
+    observedAt: report.startedAt,
+    complete: report.complete,
+    failures: report.failures,
+    plan: report.plan,
+    changes: report.changes,
+  });
   route("GET", "/v1/plan", async (c) => {
+    if (c.req.header("authorization") === undefined) {
+      const last = daemon.lastReport;
+      if (!last) {
+        return fail(c, 503, "no pass has ended yet; a fresh dry run needs the bearer token");
+      }
+      return c.json(planView("last-pass", last));
+    }
+    const denied = await refused(c);
+    if (denied) return denied;
     planning ??= daemon.dryRun().finally(() => planning = undefined);
-    const report = await planning;
-    return c.json({
-      complete: report.complete,
-      failures: report.failures,
-      plan: report.plan,
-      changes: report.changes,
-    });
+    return c.json(planView("dry-run", await planning));
   });
 
   route("POST", "/v1/reconcile", async (c) => {

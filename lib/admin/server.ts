@@ -1,14 +1,16 @@
 /**
- * Serves the admin app with Deno.serve on TCP or on a unix socket, for as long as the daemon
- * runs. A unix socket's path is prepared carefully: a stale socket (one nobody answers on) is
- * removed, anything else found there is left alone and the endpoint is not started; the socket
- * is removed again on shutdown if it is still ours.
+ * Serves the admin app on TCP or on a unix socket, for as long as the daemon runs, with bounded
+ * connections and client timeouts (connections.ts). A unix socket's path is prepared carefully:
+ * a stale socket (one nobody answers on) is removed, anything else found there is left alone and
+ * the endpoint is not started; the socket is removed again on shutdown if it is still ours.
  */
 import { dirname, join } from "node:path";
 import type { Clock } from "../core/time.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import type { Logger } from "../util/log.ts";
+import { realTimers, type Timers } from "../util/timers.ts";
 import { createAdminApp } from "./app.ts";
+import { CONNECTION_LIMITS, type ConnectionLimits, serveConnections } from "./connections.ts";
 import { formatListenAddress, isLoopbackHost, type ListenAddress } from "./listen.ts";
 import { AdminMetrics } from "./metrics.ts";
 import { AdminToken } from "./token.ts";
@@ -25,6 +27,10 @@ export interface AdminServerOptions {
   listen: Exclude<ListenAddress, { kind: "off" }>;
   clock: Clock;
   log: Logger;
+  /** Default: CONNECTION_LIMITS. */
+  limits?: ConnectionLimits;
+  /** The connections' timers; a test may drive them. */
+  timers?: Timers;
 }
 
 export class AdminListenError extends Error {
@@ -65,28 +71,24 @@ async function clearStaleSocket(path: string, log: Logger) {
 }
 
 /**
- * Deno.serve unlinks whatever is at its socket path when it shuts down, even a file that took the
- * socket's place. So the socket is bound under a private temporary name and hard-linked into
- * place — a link never replaces an existing file — and the temporary name is removed at once:
- * at shutdown Deno unlinks a name that no longer exists, and `close` removes the real path only
- * if it is still this socket.
+ * Deno's unix listener unlinks whatever is at its socket path when it is closed, even a file that
+ * took the socket's place. So the socket is bound under a private temporary name and hard-linked
+ * into place — a link never replaces an existing file — and the temporary name is removed at
+ * once: at shutdown Deno unlinks a name that no longer exists, and `close` removes the real path
+ * only if it is still this socket.
  */
-async function serveUnix(
-  path: string,
-  options: Omit<Deno.ServeUnixOptions, "path">,
-  handler: Deno.ServeHandler<Deno.UnixAddr>,
-): Promise<Deno.HttpServer<Deno.UnixAddr>> {
+async function listenUnix(path: string): Promise<Deno.Listener> {
   // Short names: a socket path has a length limit (108 bytes on Linux).
   const dir = await Deno.makeTempDir({ dir: dirname(path), prefix: ".ckpt-" });
   try {
-    const server = Deno.serve({ ...options, path: join(dir, "s") }, handler);
+    const listener = Deno.listen({ transport: "unix", path: join(dir, "s") });
     try {
       await Deno.link(join(dir, "s"), path);
     } catch (e) {
-      await server.shutdown();
+      listener.close();
       throw e;
     }
-    return server;
+    return listener;
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -126,28 +128,34 @@ export async function startAdminServer(opts: AdminServerOptions): Promise<AdminS
     startedAt: clock.now(),
     loopbackHostOnly: listen.kind === "tcp" && isLoopbackHost(listen.hostname),
   });
-  const handler = (request: Request) => app.fetch(request);
-  const onError = (e: unknown) => {
-    log.error("admin: request failed", { error: e as Error });
-    return Response.json({ error: "internal error" }, { status: 500 });
-  };
-  let server: Deno.HttpServer;
+  let listener: Deno.Listener;
   let socketInode: number | null = null;
   try {
     if (listen.kind === "unix") {
       await clearStaleSocket(listen.path, log);
-      server = await serveUnix(listen.path, { onListen: () => {}, onError }, handler);
+      listener = await listenUnix(listen.path);
       socketInode = await inodeOf(listen.path);
     } else {
-      server = Deno.serve(
-        { hostname: listen.hostname, port: listen.port, onListen: () => {}, onError },
-        handler,
-      );
+      listener = Deno.listen({ hostname: listen.hostname, port: listen.port });
     }
   } catch (e) {
     throw listenError(wanted, e);
   }
-  const addr = server.addr as Deno.NetAddr;
+  const served = serveConnections({
+    listener,
+    fetch: async (request) => {
+      try {
+        return await app.fetch(request);
+      } catch (e) {
+        log.error("admin: request failed", { error: e as Error });
+        return Response.json({ error: "internal error" }, { status: 500 });
+      }
+    },
+    limits: opts.limits ?? CONNECTION_LIMITS,
+    timers: opts.timers ?? realTimers,
+    log,
+  });
+  const addr = listener.addr as Deno.NetAddr;
   const address = listen.kind === "unix"
     ? wanted
     : formatListenAddress({ kind: "tcp", hostname: addr.hostname, port: addr.port });
@@ -155,7 +163,7 @@ export async function startAdminServer(opts: AdminServerOptions): Promise<AdminS
   return {
     address,
     async close() {
-      await server.shutdown();
+      await served.close();
       if (listen.kind === "unix" && socketInode !== null) {
         // Only the socket this server made: never a file someone put there since.
         if (await inodeOf(listen.path) === socketInode) await Deno.remove(listen.path);

@@ -7,7 +7,11 @@ import { Agent, type AgentOptions } from "../../lib/pass/agent.ts";
 import { concatBytes } from "../../lib/util/bytes.ts";
 import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 import type { ListenAddress } from "../../lib/admin/listen.ts";
-import { type AdminServer, startAdminServer } from "../../lib/admin/server.ts";
+import {
+  type AdminServer,
+  type AdminServerOptions,
+  startAdminServer,
+} from "../../lib/admin/server.ts";
 import type { Config } from "../../lib/config/types.ts";
 import { type Clock, type Instant, NANOS_PER_MILLI, parseInstant } from "../../lib/core/time.ts";
 import { Daemon } from "../../lib/daemon/daemon.ts";
@@ -113,6 +117,8 @@ export interface ServedFixture extends DaemonFixture {
   request(path: string, init?: RequestInit): Promise<Response>;
   /** One request written byte for byte; the path reaches the server exactly as given. */
   raw(head: string, body?: Uint8Array): Promise<RawResponse>;
+  /** A bare connection to the endpoint, for what no HTTP client would send. */
+  connect(): Promise<Deno.Conn>;
 }
 
 export interface RawResponse {
@@ -123,13 +129,15 @@ export interface RawResponse {
 
 /**
  * Runs `fn` against a served daemon; `via: "unix"` serves on a socket in the node's temp dir.
- * Before the server starts, `prepare` may set the node up (e.g. write a token file).
+ * Before the server starts, `prepare` may set the node up (e.g. write a token file); `serve`:
+ * the server's connection limits and timers.
  */
 export async function withServedDaemon(
   opts: {
     via?: "tcp" | "unix";
     config?: Partial<Config>;
     prepare?: (f: DaemonFixture) => Promise<void>;
+    serve?: Pick<AdminServerOptions, "limits" | "timers">;
   },
   fn: (f: ServedFixture) => Promise<void>,
 ) {
@@ -144,6 +152,7 @@ export async function withServedDaemon(
       listen,
       clock: fixture.clock,
       log: fixture.log.logger,
+      ...opts.serve,
     });
     // Never through a proxy the environment may name (lib/util/direct_http.ts).
     const client = createDirectHttpClient(
@@ -156,6 +165,7 @@ export async function withServedDaemon(
       request: (path: string, init: RequestInit = {}) =>
         fetch(`${origin}${path}`, { ...init, client }),
       raw: (head: string, body?: Uint8Array) => rawRequest(listen, server.address, head, body),
+      connect: () => connectTo(listen, server.address),
     });
     try {
       await fn(served);
@@ -168,7 +178,7 @@ export async function withServedDaemon(
   }
 }
 
-async function readAll(conn: Deno.Conn): Promise<Uint8Array> {
+export async function readAll(conn: Deno.Conn): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   const buffer = new Uint8Array(16 * 1024);
   for (;;) {
@@ -179,7 +189,7 @@ async function readAll(conn: Deno.Conn): Promise<Uint8Array> {
   return concatBytes(chunks);
 }
 
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array) {
+export async function writeAll(conn: Deno.Conn, bytes: Uint8Array) {
   let offset = 0;
   while (offset < bytes.length) offset += await conn.write(bytes.subarray(offset));
 }
@@ -196,6 +206,15 @@ function dechunk(body: string): string {
   }
 }
 
+function connectTo(listen: ServedFixture["listen"], address: string): Promise<Deno.Conn> {
+  return listen.kind === "unix"
+    ? Deno.connect({ transport: "unix", path: listen.path })
+    : Deno.connect({
+      hostname: "127.0.0.1",
+      port: Number(address.slice(address.lastIndexOf(":") + 1)),
+    });
+}
+
 /**
  * `head` is the request line and headers without the final blank line; Host (unless given) and
  * Connection: close are added.
@@ -206,12 +225,7 @@ export async function rawRequest(
   head: string,
   body?: Uint8Array,
 ): Promise<RawResponse> {
-  const conn = listen.kind === "unix"
-    ? await Deno.connect({ transport: "unix", path: listen.path })
-    : await Deno.connect({
-      hostname: "127.0.0.1",
-      port: Number(address.slice(address.lastIndexOf(":") + 1)),
-    });
+  const conn = await connectTo(listen, address);
   try {
     const host = /\r\nHost:/i.test(head) ? "" : "\r\nHost: localhost";
     const text = `${head}${host}\r\nConnection: close\r\n\r\n`;

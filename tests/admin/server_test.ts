@@ -170,6 +170,49 @@ Deno.test("tcp: port 0 reports the real port; an address in use leaves the agent
   });
 });
 
+Deno.test("close: no connection is accepted any more, and a request under way is answered before it returns", async () => {
+  await withDaemon(async (f) => {
+    const token = "s3cr3t-admin-token-0123456789abcdef";
+    await f.writeToken(token);
+    const server = await startAdminServer(
+      options(f, { kind: "tcp", hostname: "127.0.0.1", port: 0 }),
+    );
+    const port = Number(server.address.split(":")[1]);
+    // A pass under way holds the one the request asks for.
+    let release!: () => void;
+    const held = f.daemon.between(() => new Promise<void>((resolve) => release = resolve));
+    const asked = Promise.withResolvers<void>();
+    const runPass = f.daemon.runPass.bind(f.daemon);
+    f.daemon.runPass = (reason) => (asked.resolve(), runPass(reason));
+    const client = createDirectHttpClient({});
+    try {
+      const reconcile = fetch(`http://127.0.0.1:${port}/v1/reconcile`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}` },
+        client,
+      });
+      await asked.promise;
+      let closed = false;
+      const closing = server.close().then(() => closed = true);
+      // Refused, or reset if it reached the listener's queue as the listener closed.
+      await rejects(
+        Deno.connect({ hostname: "127.0.0.1", port }),
+        (e) =>
+          e instanceof Deno.errors.ConnectionRefused || e instanceof Deno.errors.ConnectionReset,
+      );
+      assertEquals(closed, false);
+      release();
+      await held;
+      const response = await reconcile;
+      assertEquals([response.status, (await response.json()).complete], [200, true]);
+      await closing;
+    } finally {
+      release();
+      client.close();
+    }
+  });
+});
+
 Deno.test("tcp: the IPv6 loopback", async () => {
   await withDaemon(async (f) => {
     const server = await startAdminServer(options(f, { kind: "tcp", hostname: "::1", port: 0 }));

@@ -1,12 +1,17 @@
-/** Waiting for an agent started as a process to serve its admin socket. */
+/** Waiting for an agent started as a process to serve its admin endpoint. */
 import { UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 
-/** The first 200 on `path`; bounded: the daemon starts in well under a second, 300 tries. */
-export async function untilAnswers(client: Deno.HttpClient, path: string): Promise<Response> {
+/** The first 200 on `path` (at `origin`: the socket's, by default); bounded: the daemon starts
+ *  in well under a second, 300 tries. */
+export async function untilAnswers(
+  client: Deno.HttpClient,
+  path: string,
+  origin = UNIX_SOCKET_ORIGIN,
+): Promise<Response> {
   let last: unknown;
   for (let attempt = 0; attempt < 300; attempt++) {
     try {
-      const response = await fetch(`${UNIX_SOCKET_ORIGIN}${path}`, { client });
+      const response = await fetch(`${origin}${path}`, { client });
       if (response.status === 200) return response;
       await response.body?.cancel();
     } catch (e) {
