@@ -17,7 +17,7 @@ import { type VersionsView, versionsView } from "../disk/versions.ts";
 import { VerbError, type VerbName, type VerbRequest, VERBS } from "../pass/verbs.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import type { Logger } from "../util/log.ts";
-import { InvalidIdError, sandboxIdProblem } from "../store/layout.ts";
+import { sandboxIdProblem } from "../store/layout.ts";
 import type { StatusView } from "../store/status_record.ts";
 import { limitBody, MAX_BODY_BYTES } from "./body_limit.ts";
 import { isLoopbackHostHeader } from "./listen.ts";
@@ -201,14 +201,8 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
   route("GET", "/v1/checkpoints/:namespace/:name", async (c) => {
     const id = `${c.req.param("namespace") ?? ""}/${c.req.param("name") ?? ""}`;
     if (!parseValidId(id)) return fail(c, 400, BAD_CHECKPOINT_ID);
-    let record: StatusView | undefined;
-    try {
-      record = daemon.stores.status.get(id);
-    } catch (e) {
-      // Valid names, but together too long to name a record file: no such checkpoint can exist.
-      if (e instanceof InvalidIdError) return fail(c, 400, BAD_CHECKPOINT_ID);
-      throw e;
-    }
+    // Every valid id names a record file, however long (docs/design.md#long-names).
+    const record = daemon.stores.status.get(id);
     if (!record) return fail(c, 404, `no checkpoint ${id}`);
     return c.json(await viewOf(record));
   });
