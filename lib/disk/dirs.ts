@@ -265,9 +265,9 @@ export async function removeIfEmpty(path: string): Promise<"removed" | "kept"> {
 }
 
 /**
- * Deletes a directory and everything in it, durably; "absent" when there was none. Nothing in
- * it is followed (Deno.remove deletes a tree with the *at calls, and a link at `path` as a link),
- * so only the directories above it must be the agent's: see removeOwnTree.
+ * Deletes a directory and everything in it, durably; "absent" when there was none. No link in
+ * it is followed (Deno.remove deletes a link as a link, at `path` or inside the tree), so only
+ * the directories above it must be the agent's: see removeOwnTree.
  */
 export async function removeTree(path: string): Promise<"removed" | "absent"> {
   try {
