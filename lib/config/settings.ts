@@ -227,6 +227,14 @@ export const SETTINGS = {
     help:
       "a parent's new spec replaces its checkpoint once the parent ran it Ready this long (0: at once)",
   }),
+  crashLoopAfter: setting({
+    flag: "crash-loop-after",
+    kind: timeout,
+    field: "crashLoopAfterMs",
+    default: "30s",
+    help:
+      "a parent restarting on an unproven spec, never Ready, this long no longer counts as running",
+  }),
   checkpointVersions: setting({
     flag: "checkpoint-versions",
     kind: count(1, 100),

@@ -40,6 +40,19 @@ export interface Observations {
    */
   kubeletVerified?: boolean;
   localRunning: readonly Pod[];
+  /**
+   * Parents crash-looping on an unproven spec, by id, with the version their checkpoint keeps
+   * (lib/pass/crash_loops.ts): they do not count as running, however their containers show, so
+   * the copy of the kept version takes over, and stays until they are Ready
+   * (docs/design.md#crash-loops). Unset: none.
+   */
+  crashLooping?: Readonly<Record<string, number>>;
+  /**
+   * Checkpoints whose kept version a successor of the same controller inherited
+   * (docs/design.md#lineage): removed, withdrawn first, once their own parent is gone, so that
+   * their copy never stands in the successor's way. Unset: none.
+   */
+  superseded?: readonly string[];
   localParents: readonly Pod[];
   apiParents: readonly Pod[];
   activeCheckpoints: readonly Pod[];
@@ -67,9 +80,11 @@ export interface StateChange {
   conditions: Conditions;
   /**
    * Set when the change is not this checkpoint's transition: a consequence of the agent's own
-   * checkpoint, or its namespace outside `namespaces`.
+   * checkpoint, its namespace outside `namespaces`, or a successor that took its kept version.
    */
-  cause?: "self-removed" | "outside-namespaces";
+  cause?: "self-removed" | "outside-namespaces" | "superseded";
+  /** The kept version, when the parent did not count as running because it crash-loops. */
+  crashLoopingKept?: number;
 }
 
 export interface PassResult {
@@ -136,10 +151,11 @@ export function runPass(input: PassInput): PassResult {
     tracked.set(selfId, SELF);
   }
 
+  const crashLooping = new Map(Object.entries(obs.crashLooping ?? {}));
   const conditionsOf = (id: string): Conditions => ({
     apiAvailable: obs.apiAvailable,
     apiParent: apiParents.has(id),
-    localRunning: running.has(id),
+    localRunning: running.has(id) && !crashLooping.has(id),
     localParent: localParents.has(id),
   });
   const result: PassResult = {
@@ -164,6 +180,13 @@ export function runPass(input: PassInput): PassResult {
     forget(id, "outside-namespaces");
     result.removes.push(id);
   }
+  // A checkpoint a successor took the kept version of, its own parent gone: the successor's
+  // checkpoint is the fallback now, and this one's copy would hold its ports.
+  for (const id of sortedIds(obs.superseded ?? [])) {
+    if (!tracked.has(id) || isSelf(id) || parents.has(id)) continue;
+    forget(id, "superseded");
+    result.removes.push(id);
+  }
   // The runtime could not say what runs: every checkpoint holds its state
   // (docs/design.md#runtime-unknown).
   if (!obs.runtimeAvailable) return result;
@@ -172,7 +195,16 @@ export function runPass(input: PassInput): PassResult {
     const from = tracked.get(id)!;
     const conditions = conditionsOf(id);
     const to = transition(from, now, conditions, gracePeriod);
-    if (!sameState(from, to)) result.changes.push({ id, from, to, conditions });
+    const kept = crashLooping.get(id);
+    if (!sameState(from, to)) {
+      result.changes.push({
+        id,
+        from,
+        to,
+        conditions,
+        ...(kept !== undefined ? { crashLoopingKept: kept } : {}),
+      });
+    }
     return to;
   };
   const others = sortedIds([...tracked.keys()].filter((id) => !isSelf(id)));
@@ -212,7 +244,7 @@ export function runPass(input: PassInput): PassResult {
   }
 
   // Step 4: stops were collected in id order; starts may hold self at the front, removes those
-  // outside the namespaces.
+  // outside the namespaces and those superseded.
   result.starts.sort(compareIds);
   result.removes.sort(compareIds);
   return result;

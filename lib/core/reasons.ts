@@ -25,6 +25,21 @@ export function explainChange(change: StateChange): Explanation {
         "withdrawn and removed",
     };
   }
+  if (change.cause === "superseded") {
+    return {
+      reason: "Superseded",
+      message: "a new pod of its parent's controller took its kept version, and its parent is " +
+        "gone: withdrawn and removed",
+    };
+  }
+  if (to.name === "active" && change.crashLoopingKept !== undefined) {
+    return {
+      reason: "ParentCrashLooping",
+      message:
+        `parent crash-looping on an unproven spec: kept version ${change.crashLoopingKept} ` +
+        "active",
+    };
+  }
   switch (to.name) {
     case "remove":
       return {

@@ -23,7 +23,7 @@ import {
   secondsToDuration,
 } from "./time.ts";
 import { formatSchemaError } from "./schema_error.ts";
-import { check, number, record, strictObject } from "./schema.ts";
+import { check, int, number, record, strictObject } from "./schema.ts";
 
 export const DEFAULT_GRACE_PERIOD_SECONDS = 60;
 /** A thousand years: far beyond any sensible grace period, and well inside a bigint's range. */
@@ -83,6 +83,11 @@ export const SnapshotSchema = v.pipe(
     kubeletAvailable: v.optional(v.boolean(), true),
     kubeletVerified: v.optional(v.boolean(), true),
     localRunning: PodList,
+    crashLooping: v.optional(record(v.pipe(int(), v.minValue(1)))),
+    superseded: v.optional(v.array(v.pipe(
+      v.string(),
+      v.check((id) => splitId(id) !== undefined, "must be namespace/name"),
+    ))),
     localParents: PodList,
     apiParents: PodList,
     activeCheckpoints: PodList,
@@ -148,6 +153,8 @@ export function parseSnapshot(text: string): PassInput {
       kubeletAvailable: s.kubeletAvailable,
       kubeletVerified: s.kubeletVerified,
       localRunning: s.localRunning,
+      ...(s.crashLooping ? { crashLooping: s.crashLooping } : {}),
+      ...(s.superseded ? { superseded: s.superseded } : {}),
       localParents: s.localParents,
       apiParents: s.apiParents,
       activeCheckpoints: s.activeCheckpoints,
@@ -202,6 +209,8 @@ export interface SnapshotDocument {
   kubeletAvailable: boolean;
   kubeletVerified: boolean;
   localRunning: Pod[];
+  crashLooping?: Record<string, number>;
+  superseded?: string[];
   localParents: Pod[];
   apiParents: Pod[];
   activeCheckpoints: Pod[];
@@ -222,6 +231,10 @@ export function snapshotDocument(input: PassInput): SnapshotDocument {
     kubeletAvailable: o.kubeletAvailable,
     kubeletVerified: o.kubeletVerified !== false,
     localRunning: [...o.localRunning],
+    ...(o.crashLooping && Object.keys(o.crashLooping).length > 0
+      ? { crashLooping: { ...o.crashLooping } }
+      : {}),
+    ...(o.superseded && o.superseded.length > 0 ? { superseded: [...o.superseded] } : {}),
     localParents: [...o.localParents],
     apiParents: [...o.apiParents],
     activeCheckpoints: [...o.activeCheckpoints],

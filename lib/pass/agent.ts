@@ -25,6 +25,7 @@ import type { AgentStores } from "../store/agent_stores.ts";
 import type { Logger } from "../util/log.ts";
 import { CheckpointWriter, type WatchedCandidate } from "./checkpoints.ts";
 import { converge, desiredActions, withdraw } from "./converge.ts";
+import { CrashLoops } from "./crash_loops.ts";
 import { ManifestDirChecks } from "./manifest_dirs.ts";
 import { ManifestNamer } from "./names.ts";
 import {
@@ -70,6 +71,7 @@ export class Agent {
   readonly #names: ManifestNamer;
   readonly #checkpoints: CheckpointWriter;
   readonly #stalls: StalledStartLog;
+  readonly #crashLoops = new CrashLoops();
   /** Checkpoints outside the namespaces that the last pass removed: each is said once. */
   #outside = new Set<string>();
 
@@ -168,7 +170,7 @@ export class Agent {
     const { clock, log } = this.#opts;
     const started = clock.now();
     const bytesBefore = totalBytesWritten();
-    const obs = await this.observe(readTracked, dirsQuiet);
+    const obs = this.#judged(await this.observe(readTracked, dirsQuiet));
     this.#failures.newPass(obs.failures, obs.input.observations.apiAvailable);
     for (const p of obs.manifestProblems) log.warn("manifest is not a pod; left alone", p);
     const result = runPass(obs.input);
@@ -176,6 +178,29 @@ export class Agent {
     for (const change of report.changes) log.info("state change", change);
     this.#sayOutside(result);
     return { started, bytesBefore, obs, result, report };
+  }
+
+  /**
+   * What the node shows, with what this agent judged of it: the parents crash-looping on an
+   * unproven spec (crash_loops.ts) and the checkpoints a successor superseded (checkpoints.ts).
+   */
+  #judged(obs: Observation): Observation {
+    const o = obs.input.observations;
+    const verifiedKubelet = o.kubeletAvailable && o.kubeletVerified !== false;
+    const crashLooping = this.#crashLoops.judge({
+      now: obs.input.now,
+      crashLoopAfterMs: this.#opts.config.crashLoopAfterMs,
+      parents: o.apiAvailable ? o.apiParents : verifiedKubelet ? o.localParents : [],
+      running: o.runtimeAvailable ? obs.running : undefined,
+      keptWhileUnproven: (id) => this.#checkpoints.keptWhileUnproven(id),
+    });
+    const superseded = this.#checkpoints.superseded;
+    const observations = {
+      ...o,
+      ...(Object.keys(crashLooping).length > 0 ? { crashLooping } : {}),
+      ...(superseded.length > 0 ? { superseded } : {}),
+    };
+    return { ...obs, input: { ...obs.input, observations } };
   }
 
   /**

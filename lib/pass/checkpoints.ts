@@ -221,6 +221,8 @@ interface Look {
 /** A candidate as this process watches it, with why it waits. */
 export interface WatchedCandidate extends Candidate {
   why: string;
+  /** The version the checkpoint keeps meanwhile. */
+  kept: number;
 }
 
 export class CheckpointWriter {
@@ -246,6 +248,8 @@ export class CheckpointWriter {
    * this process only: after a restart the wait starts again, which only delays a promotion.
    */
   readonly #candidates = new Map<string, WatchedCandidate>();
+  /** Predecessors whose kept version a successor inherited: see `superseded`. */
+  readonly #superseded = new Set<string>();
   /** Per parent: the objects it needs, and their versions when its files were last stored. */
   readonly #objects = new Map<string, { refs: ObjectRef[]; versions?: string }>();
   /**
@@ -277,6 +281,22 @@ export class CheckpointWriter {
    */
   refused(id: string): boolean {
     return this.#refused.has(id);
+  }
+
+  /**
+   * The version a parent's checkpoint keeps while its unproven spec waits to be promoted;
+   * undefined when none waits (lib/pass/crash_loops.ts).
+   */
+  keptWhileUnproven(id: string): number | undefined {
+    return this.#candidates.get(id)?.kept;
+  }
+
+  /**
+   * The checkpoints whose kept version a successor inherited in this process
+   * (docs/design.md#lineage), while they are tracked: the planner's `superseded`.
+   */
+  get superseded(): string[] {
+    return [...this.#superseded];
   }
 
   /** How many candidates wait. */
@@ -380,6 +400,7 @@ export class CheckpointWriter {
     ) {
       for (const id of memory.keys()) if (!result.tracked.has(id)) memory.delete(id);
     }
+    for (const id of this.#superseded) if (!result.tracked.has(id)) this.#superseded.delete(id);
     // The objects the checkpoints need are watched, and no others; told again only when that
     // changed.
     const refs = [...this.#objects.values()].map((o) => o.refs);
@@ -512,7 +533,12 @@ export class CheckpointWriter {
         }
         return true;
       case "wait":
-        await this.#watch(id, decision.candidate, decision.why, stored.candidate);
+        await this.#watch(
+          id,
+          { ...decision.candidate, kept: keptVersion },
+          decision.why,
+          stored.candidate,
+        );
         return false;
       case "promote":
         return await this.#promote(work, asNext!, decision.candidate, keptVersion);
@@ -568,7 +594,12 @@ export class CheckpointWriter {
   }
 
   /** A candidate waits; said when it first appears and whenever why it waits changes. */
-  async #watch(id: string, candidate: Candidate, why: string, stored?: StoredCandidate) {
+  async #watch(
+    id: string,
+    candidate: Candidate & { kept: number },
+    why: string,
+    stored?: StoredCandidate,
+  ) {
     const earlier = this.#candidates.get(id);
     this.#candidates.set(id, { ...candidate, why });
     // Kept on disk with its wait, so that a restarted agent (or `--once` run every poll
@@ -603,7 +634,7 @@ export class CheckpointWriter {
     const version = candidate.version;
     const complete = work.apiAvailable && await this.#storeFiles(work, sanitized, version);
     if (!complete) {
-      await this.#watch(id, candidate, "its files cannot all be stored yet");
+      await this.#watch(id, { ...candidate, kept: previous }, "its files cannot all be stored yet");
       return false;
     }
     this.#refreshedAt.set(id, now);
@@ -694,6 +725,7 @@ export class CheckpointWriter {
     });
     await writeInactiveManifest(this.#paths, sanitized.pod, work.file);
     this.#refreshedAt.set(id, now);
+    this.#superseded.add(predecessor.id);
     writes.applied(work.out, {
       op: "inherit",
       id,

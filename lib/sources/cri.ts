@@ -25,6 +25,11 @@ export interface RunningPod {
   name: string;
   uid: string;
   sandboxIds: string[];
+  /**
+   * How many times the kubelet restarted a container of it: the highest attempt among the
+   * containers that make it count (lib/pass/crash_loops.ts).
+   */
+  restarts: number;
 }
 
 export interface PortMapping {
@@ -103,7 +108,13 @@ const ListPodSandboxResponse = object({
 
 const ListContainersResponse = object({
   containers: v.array(
-    object({ id: v.string(), pod_sandbox_id: v.string(), state: EnumValue, labels: Labels }),
+    object({
+      id: v.string(),
+      pod_sandbox_id: v.string(),
+      metadata: v.nullish(object({ attempt: v.optional(v.number(), 0) })),
+      state: EnumValue,
+      labels: Labels,
+    }),
   ),
 });
 
@@ -168,6 +179,7 @@ class CriRuntimeClient implements RuntimeClient {
       containers.value.containers.map((container) => ({
         sandboxId: container.pod_sandbox_id,
         state: container.state,
+        attempt: container.metadata?.attempt ?? 0,
         labels: container.labels,
       })),
     ));
@@ -347,6 +359,8 @@ export interface ContainerEntry {
   sandboxId: string;
   /** The state's name; an unknown state decodes to its number. */
   state: string | number;
+  /** The kubelet's restart count of this container when it made it (metadata.attempt). */
+  attempt: number;
   labels: Record<string, string>;
 }
 
@@ -367,7 +381,7 @@ export function runningPods(
   containers: readonly ContainerEntry[],
 ): RunningPod[] {
   const pods = new Map<string, RunningPod>();
-  for (const { sandboxId, state, labels } of containers) {
+  for (const { sandboxId, state, attempt, labels } of containers) {
     const started = state === CONTAINER_CREATED || state === CONTAINER_EXITED;
     if (state !== CONTAINER_RUNNING && !(started && readySandboxIds.has(sandboxId))) continue;
     const namespace = labels[POD_NAMESPACE_LABEL];
@@ -375,8 +389,9 @@ export function runningPods(
     const uid = labels[POD_UID_LABEL];
     if (!namespace || !name || !uid) continue;
     const key = JSON.stringify([namespace, name, uid]);
-    const pod = pods.get(key) ?? { namespace, name, uid, sandboxIds: [] };
+    const pod = pods.get(key) ?? { namespace, name, uid, sandboxIds: [], restarts: 0 };
     pods.set(key, pod);
+    pod.restarts = Math.max(pod.restarts, attempt);
     if (sandboxId !== "" && !pod.sandboxIds.includes(sandboxId)) pod.sandboxIds.push(sandboxId);
   }
   return [...pods.values()].sort((a, b) =>

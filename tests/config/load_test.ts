@@ -34,6 +34,7 @@ const DEFAULT_CONFIG: Config = {
   resyncIntervalMs: 600_000,
   startTimeoutMs: 120_000,
   promoteAfterMs: 60_000,
+  crashLoopAfterMs: 30_000,
   checkpointVersions: 3,
   checkpointMaxBytes: 64 * 2 ** 20,
   namespaces: ["kube-system"],
@@ -107,6 +108,7 @@ refreshInterval: 1m30s
 resyncInterval: 20m
 startTimeout: 5m
 promoteAfter: 2m
+crashLoopAfter: 45s
 checkpointVersions: 5
 checkpointMaxSize: 8Mi
 namespace:
@@ -141,6 +143,7 @@ logLevel: debug
     resyncIntervalMs: 1_200_000,
     startTimeoutMs: 300_000,
     promoteAfterMs: 120_000,
+    crashLoopAfterMs: 45_000,
     checkpointVersions: 5,
     checkpointMaxBytes: 8 * 2 ** 20,
     namespaces: ["kube-system", "kube-flannel"],

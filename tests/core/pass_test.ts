@@ -431,3 +431,41 @@ Deno.test("a kubelet read unverified adds no parent and no pod: it confirms what
     assertEquals(verified.starts.length, 3);
   }
 });
+
+Deno.test("crash-looping: a parent whose containers exist does not count as running; its copy comes and stays", () => {
+  const p = parent("kube-system/kube-apiserver");
+  const id = podId(p);
+  const crashLooping = { [id]: 2 };
+  // The API server gone: the copy of the kept version is activated, and says why.
+  const down = run({ apiAvailable: false, localRunning: [p], localParents: [p], crashLooping }, {
+    [id]: INACTIVE,
+  });
+  assertEquals([down.starts, down.tracked.get(id)], [[id], ACTIVE]);
+  assertEquals(down.changes.map((c) => c.crashLoopingKept), [2]);
+  // The copy serves the API: the parent is listed, and still crash-loops: the copy stays.
+  const up = run({ localRunning: [p], localParents: [p], apiParents: [p], crashLooping }, {
+    [id]: ACTIVE,
+  });
+  assertEquals([up.stops, up.tracked.get(id), up.changes], [[], ACTIVE, []]);
+  // Not crash-looping any more (Ready, or promoted): it runs, and the copy goes.
+  const back = run({ localRunning: [p], localParents: [p], apiParents: [p] }, { [id]: ACTIVE });
+  assertEquals([back.stops, back.tracked.get(id)], [[id], INACTIVE]);
+});
+
+Deno.test("superseded: a checkpoint whose successor took its kept version is removed once its parent is gone", () => {
+  const old = "kube-system/kube-apiserver-old";
+  const successor = parent("kube-system/kube-apiserver-new");
+  const tracked = { [old]: ACTIVE, [podId(successor)]: INACTIVE };
+  const obs = {
+    localRunning: [successor],
+    localParents: [successor],
+    apiParents: [successor],
+    superseded: [old],
+  };
+  const r = run(obs, tracked);
+  assertEquals([r.removes, r.tracked.has(old)], [[old], false]);
+  assertEquals(r.changes.map((c) => [c.id, c.cause]), [[old, "superseded"]]);
+  // While its own parent is still listed (a surge), it is no one's to remove.
+  const both = run({ ...obs, apiParents: [successor, parent(old)] }, tracked);
+  assertEquals(both.removes, []);
+});

@@ -53,6 +53,8 @@ Deno.test("a full snapshot reads back as the same document", () => {
     kubeletAvailable: false,
     kubeletVerified: false,
     localRunning: [apiserver],
+    crashLooping: { "kube-system/kube-apiserver": 2 },
+    superseded: ["kube-system/kube-apiserver-old"],
     localParents: [apiserver],
     apiParents: [],
     activeCheckpoints: [checkpoint("kube-system/kube-apiserver")],
@@ -63,6 +65,21 @@ Deno.test("a full snapshot reads back as the same document", () => {
     },
   };
   assertEquals(snapshotDocument(parseSnapshot(JSON.stringify(doc))), doc);
+});
+
+Deno.test("a crash-looping parent in the snapshot is not running: its copy is started", () => {
+  const apiserver = parent("kube-system/kube-apiserver");
+  const doc = {
+    ...snapshot(),
+    apiAvailable: false,
+    localRunning: [apiserver],
+    localParents: [apiserver],
+    state: { "kube-system/kube-apiserver": { state: "inactive" } },
+  };
+  assertEquals(plan(doc).starts, []);
+  assertEquals(plan({ ...doc, crashLooping: { "kube-system/kube-apiserver": 1 } }).starts, [
+    "kube-system/kube-apiserver",
+  ]);
 });
 
 Deno.test("a plan's state fed back with a later now continues the sequence", () => {

@@ -94,7 +94,7 @@ function sandboxCounts(runtime: RuntimeClient, endpoint: string): RuntimeClient 
           .map((label) => labels[label]);
         const pod = pods.find((p) => p.namespace === namespace && p.name === name);
         if (pod) pod.sandboxIds = [...new Set([...pod.sandboxIds, id])];
-        else pods.push({ namespace, name, uid, sandboxIds: [id] });
+        else pods.push({ namespace, name, uid, sandboxIds: [id], restarts: 0 });
       }
       return succeeded(pods);
     },

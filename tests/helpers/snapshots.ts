@@ -67,6 +67,16 @@ export const BAD_SNAPSHOTS: [string, string, string][] = [
   ],
   ["localRunning an object", JSON.stringify(snapshot({ localRunning: {} })), "localRunning"],
   [
+    "a crash-looping parent's kept version not a version",
+    JSON.stringify(snapshot({ crashLooping: { "ns/a": 0 } })),
+    'crashLooping["ns/a"]',
+  ],
+  [
+    "a superseded checkpoint not namespace/name",
+    JSON.stringify(snapshot({ superseded: ["nope"] })),
+    "superseded[0]",
+  ],
+  [
     "a pod without a name",
     JSON.stringify(snapshot({ apiParents: [{ metadata: { namespace: "ns" } }] })),
     "apiParents[0].metadata.name",

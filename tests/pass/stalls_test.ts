@@ -54,14 +54,26 @@ Deno.test("a started checkpoint is stalled from startTimeout after its activatio
     "kube-system/runs",
     "kube-system/never-activated",
   ]);
-  const running = [{ namespace: "kube-system", name: "runs-cp-1", uid: "u", sandboxIds: [] }];
+  const running = [{
+    namespace: "kube-system",
+    name: "runs-cp-1",
+    uid: "u",
+    sandboxIds: [],
+    restarts: 0,
+  }];
   assertEquals(judge({ records, started, running }), [{
     id: "kube-system/late",
     activeSince: at(-2 * MINUTE),
     copy: "kube-system/late-cp-1",
   }]);
   // The parent running under its own name is not the copy.
-  const parentOnly = [{ namespace: "kube-system", name: "runs", uid: "u", sandboxIds: [] }];
+  const parentOnly = [{
+    namespace: "kube-system",
+    name: "runs",
+    uid: "u",
+    sandboxIds: [],
+    restarts: 0,
+  }];
   assertEquals(judge({ records, started, running: parentOnly }).map((s) => s.id), [
     "kube-system/late",
     "kube-system/runs",

@@ -65,14 +65,14 @@ function pod(id: string, fields: Partial<SimPod> = {}): SimPod {
   };
 }
 
-/** A container of one pod, in a sandbox, in a state. */
-function entry(sandboxId: string, state: string | number): ContainerEntry {
+/** A container of one pod, in a sandbox, in a state, at a restart attempt. */
+function entry(sandboxId: string, state: string | number, attempt = 0): ContainerEntry {
   const labels = {
     "io.kubernetes.pod.namespace": "kube-system",
     "io.kubernetes.pod.name": "p",
     "io.kubernetes.pod.uid": "uid-p",
   };
-  return { sandboxId, state, labels };
+  return { sandboxId, state, attempt, labels };
 }
 
 Deno.test("the running rule: a running container anywhere, or a created or exited one in a ready sandbox", () => {
@@ -99,6 +99,21 @@ Deno.test("the running rule: a running container anywhere, or a created or exite
   for (const [label, containers, want] of table) {
     assertEquals(runningPods(new Set(["ready"]), containers).map((p) => p.sandboxIds), want, label);
   }
+});
+
+Deno.test("a running pod's restarts: the highest attempt among the containers that make it count", () => {
+  const restarts = (containers: ContainerEntry[]) =>
+    runningPods(new Set(["ready"]), containers).map((p) => p.restarts);
+  assertEquals(restarts([entry("ready", "CONTAINER_RUNNING")]), [0]);
+  assertEquals(
+    restarts([
+      entry("ready", "CONTAINER_EXITED", 3),
+      entry("ready", "CONTAINER_EXITED", 2),
+      // An old sandbox's container does not make the pod count, nor its attempt.
+      entry("old", "CONTAINER_EXITED", 7),
+    ]),
+    [3],
+  );
 });
 
 Deno.test("running pods over CRI: the rule on every state, grouped by the containers' pod labels", async () => {
@@ -145,24 +160,29 @@ Deno.test("running pods over CRI: the rule on every state, grouped by the contai
         name: "created",
         uid: "uid-created",
         sandboxIds: ["sandbox-uid-created"],
+        restarts: 0,
       },
       {
         namespace: "kube-system",
         name: "port-in-use",
         uid: "uid-port-in-use",
         sandboxIds: ["sandbox-uid-port-in-use"],
+        // Its container restarted once: the attempt the kubelet made it at.
+        restarts: 1,
       },
       {
         namespace: "kube-system",
         name: "restarted",
         uid: "uid-restarted",
         sandboxIds: ["new", "older"],
+        restarts: 0,
       },
       {
         namespace: "kube-system",
         name: "running-container",
         uid: "uid-running-container",
         sandboxIds: ["sandbox-uid-running-container"],
+        restarts: 0,
       },
     ]);
   });
