@@ -186,11 +186,12 @@ export class Agent {
    */
   #judged(obs: Observation): Observation {
     const o = obs.input.observations;
-    const verifiedKubelet = o.kubeletAvailable && o.kubeletVerified !== false;
     const crashLooping = this.#crashLoops.judge({
       now: obs.input.now,
       crashLoopAfterMs: this.#opts.config.crashLoopAfterMs,
-      parents: o.apiAvailable ? o.apiParents : verifiedKubelet ? o.localParents : [],
+      // A kubelet read unverified may say what runs: only a checkpoint already kept, with a
+      // candidate of its own waiting, is judged, and only by the runtime's restarts.
+      parents: o.apiAvailable ? o.apiParents : o.kubeletAvailable ? o.localParents : [],
       running: o.runtimeAvailable ? obs.running : undefined,
       keptWhileUnproven: (id) => this.#checkpoints.keptWhileUnproven(id),
     });

@@ -17,7 +17,7 @@ import { parseValidId } from "../core/ids.ts";
 import { nestsDeeperThan } from "../core/json.ts";
 import type { ManifestNames } from "../core/manifest_names.ts";
 import type { PassResult } from "../core/pass.ts";
-import type { Pod } from "../core/pod.ts";
+import { type Pod, podId } from "../core/pod.ts";
 import { findPredecessor, inheritedParent, originParent } from "../core/lineage.ts";
 import {
   type Candidate,
@@ -381,8 +381,13 @@ export class CheckpointWriter {
         }
       });
     }, cut);
+    // A parent only a kubelet read unverified lists is not worked on (docs/design.md#trust), but
+    // it is not gone either: its candidate stays, unproven (lib/pass/crash_loops.ts), and its
+    // wait starts over once it is worked on again, the passes between too far apart.
+    const { localParents } = obs.input.observations;
+    const listed = new Set(localParents.map(podId));
     for (const id of this.#candidates.keys()) {
-      if (ids.includes(id)) continue;
+      if (ids.includes(id) || listed.has(id)) continue;
       // Gone, or not seen this pass: its readiness is no longer continuous. The kept version
       // stays whatever happens to the parent; the planner decides about that.
       await writes.attempt(report, "checkpoint", id, () => this.#discard(id, "parent not seen"));
