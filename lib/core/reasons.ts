@@ -5,6 +5,9 @@
 import type { StateChange } from "./pass.ts";
 import { formatInstant } from "./time.ts";
 
+/** Why a copy is active while its parent's containers exist: the parent crash-loops. */
+export const CRASH_LOOPING_REASON = "ParentCrashLooping";
+
 export interface Explanation {
   reason: string;
   message: string;
@@ -34,7 +37,7 @@ export function explainChange(change: StateChange): Explanation {
   }
   if (to.name === "active" && change.crashLoopingKept !== undefined) {
     return {
-      reason: "ParentCrashLooping",
+      reason: CRASH_LOOPING_REASON,
       message:
         `parent crash-looping on an unproven spec: kept version ${change.crashLoopingKept} ` +
         "active",

@@ -26,6 +26,9 @@ import type { Logger } from "../util/log.ts";
 import { CheckpointWriter, type WatchedCandidate } from "./checkpoints.ts";
 import { converge, desiredActions, withdraw } from "./converge.ts";
 import { CrashLoops } from "./crash_loops.ts";
+import { CRASH_LOOPING_REASON } from "../core/reasons.ts";
+import { keptVersionOf, readStoredVersions } from "../disk/versions.ts";
+import type { StatusRecord } from "../store/status_record.ts";
 import { ManifestDirChecks } from "./manifest_dirs.ts";
 import { ManifestNamer } from "./names.ts";
 import {
@@ -72,6 +75,8 @@ export class Agent {
   readonly #checkpoints: CheckpointWriter;
   readonly #stalls: StalledStartLog;
   readonly #crashLoops = new CrashLoops();
+  /** Whether a pass has read which copies a crash loop made active before a restart. */
+  #resumed = false;
   /** Checkpoints outside the namespaces that the last pass removed: each is said once. */
   #outside = new Set<string>();
 
@@ -151,7 +156,11 @@ export class Agent {
     stores: AgentStores,
     opts: { dirsQuiet?: number; cut?: AbortSignal } = {},
   ): Promise<PassReport> {
-    const planned = await this.#observeAndPlan(trackedFromStore(stores.status), opts.dirsQuiet);
+    const planned = await this.#observeAndPlan(
+      trackedFromStore(stores.status),
+      opts.dirsQuiet,
+      stores.status.peekAll(),
+    );
     const checkpoints = await this.#apply(planned, opts.cut);
     const records = await this.#persist(stores, planned, opts.cut);
     this.#judgeStarts(stores, planned);
@@ -166,11 +175,25 @@ export class Agent {
     return this.#finish(planned);
   }
 
-  async #observeAndPlan(readTracked: TrackedStateReader, dirsQuiet?: number): Promise<Planned> {
+  /**
+   * `records`: the status records the pass starts from, when it will write; on the first pass
+   * they say which copies a crash loop made active before a restart (#resumedCrashLoops).
+   */
+  async #observeAndPlan(
+    readTracked: TrackedStateReader,
+    dirsQuiet?: number,
+    records?: readonly StatusRecord[],
+  ): Promise<Planned> {
     const { clock, log } = this.#opts;
     const started = clock.now();
     const bytesBefore = totalBytesWritten();
-    const obs = this.#judged(await this.observe(readTracked, dirsQuiet));
+    const observed = await this.observe(readTracked, dirsQuiet);
+    let resumed: Map<string, number> | undefined;
+    if (records && !this.#resumed) {
+      resumed = await this.#resumedCrashLoops(observed, records);
+      this.#resumed = true;
+    }
+    const obs = this.#judged(observed, resumed);
     this.#failures.newPass(obs.failures, obs.input.observations.apiAvailable);
     for (const p of obs.manifestProblems) log.warn("manifest is not a pod; left alone", p);
     const result = runPass(obs.input);
@@ -184,7 +207,7 @@ export class Agent {
    * What the node shows, with what this agent judged of it: the parents crash-looping on an
    * unproven spec (crash_loops.ts) and the checkpoints a successor superseded (checkpoints.ts).
    */
-  #judged(obs: Observation): Observation {
+  #judged(obs: Observation, judgedBefore?: ReadonlyMap<string, number>): Observation {
     const o = obs.input.observations;
     const crashLooping = this.#crashLoops.judge({
       now: obs.input.now,
@@ -194,6 +217,7 @@ export class Agent {
       parents: o.apiAvailable ? o.apiParents : o.kubeletAvailable ? o.localParents : [],
       running: o.runtimeAvailable ? obs.running : undefined,
       keptWhileUnproven: (id) => this.#checkpoints.keptWhileUnproven(id),
+      ...(judgedBefore ? { judgedBefore } : {}),
     });
     const superseded = this.#checkpoints.superseded;
     const observations = {
@@ -202,6 +226,29 @@ export class Agent {
       ...(superseded.length > 0 ? { superseded } : {}),
     };
     return { ...obs, input: { ...obs.input, observations } };
+  }
+
+  /**
+   * The checkpoints active because their parent crash-looped when the agent stopped (their
+   * status record's reason), with the version each keeps while a candidate still waits: read
+   * from disk, since this process has not watched their candidates yet.
+   */
+  async #resumedCrashLoops(
+    obs: Observation,
+    records: readonly StatusRecord[],
+  ): Promise<Map<string, number>> {
+    const { config } = this.#opts;
+    const resumed = new Map<string, number>();
+    for (const record of records) {
+      if (record.reason !== CRASH_LOOPING_REASON || record.state !== "active") continue;
+      const file = [...obs.manifestFiles.inactive].find(([, id]) => id === record.id)?.[0];
+      if (file === undefined) continue;
+      const stored = await readStoredVersions(config, record.id);
+      const text = await Deno.readTextFile(join(config.inactiveDir, file)).catch(() => undefined);
+      const kept = text === undefined ? undefined : keptVersionOf(stored, text);
+      if (stored.candidate && kept !== undefined) resumed.set(record.id, kept);
+    }
+    return resumed;
   }
 
   /**

@@ -21,8 +21,8 @@
  * controller is another parent, judged afresh: it supersedes the checkpoint it inherited from
  * (docs/design.md#lineage), so that its copy frees the ports for it to prove itself.
  *
- * The judgment lives in the daemon's memory: `--once` judges nothing, and an agent restarted
- * during a crash loop judges again from the next restart it sees.
+ * The judgment lives in the daemon's memory: `--once` judges nothing. An agent restarted while
+ * a copy is active for a crash loop (its status record says so) judges that parent again at once.
  */
 import type { Instant } from "../core/time.ts";
 import { millisToDuration } from "../core/time.ts";
@@ -40,6 +40,12 @@ export interface CrashLoopInput {
   running: readonly RunningPod[] | undefined;
   /** The version a parent's checkpoint keeps while its unproven spec waits; undefined: none. */
   keptWhileUnproven(id: string): number | undefined;
+  /**
+   * Parents judged by the agent before it restarted, with the version their checkpoint keeps
+   * (their copy active for it, as its status record says): judged again at once, rather than
+   * withdrawn until the next restart the runtime shows, up to the kubelet's 5 minutes.
+   */
+  judgedBefore?: ReadonlyMap<string, number>;
 }
 
 interface Seen {
@@ -68,7 +74,8 @@ export class CrashLoops {
     for (const parent of input.parents) {
       const uid = parent.metadata.uid;
       const id = podId(parent);
-      const kept = input.keptWhileUnproven(id);
+      const before = input.judgedBefore?.get(id);
+      const kept = input.keptWhileUnproven(id) ?? before;
       if (uid === undefined || kept === undefined) continue;
       const running = runtime.get(uid);
       if (!running) {
@@ -79,7 +86,7 @@ export class CrashLoops {
       }
       if (parentReadiness(parent, { running: true, active: false }).ready) continue;
       const entry = this.#seen.get(uid) ??
-        { since: input.now, restarts: running.restarts, judged: false };
+        { since: input.now, restarts: running.restarts, judged: before !== undefined };
       entry.judged ||= input.now - entry.since >= after && running.restarts > entry.restarts;
       seen.set(uid, entry);
       if (entry.judged) judged[id] = kept;

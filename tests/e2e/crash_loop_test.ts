@@ -99,6 +99,12 @@ for (
         assertEquals(n.log.find("candidate promoted"), []);
         assert(await pathExists(copyOf(BAD)));
 
+        // The agent restarts (an upgrade, its watchdog) in the middle of it: the copy stays.
+        await n.restart();
+        const restarted = await passesFor(n, 30_000);
+        assertEquals(restarted.filter((r) => !served(r)).length, 0, "served after the restart");
+        assertEquals(restarted.flatMap((r) => r.plan.stops), []);
+
         // A good rollout (back to the kept spec, through the API the copy serves) takes over.
         const fixed = await rollout(n, BAD, 3, (pod) => containerOf(pod).image = goodImage);
         const FIXED = podId(fixed);
