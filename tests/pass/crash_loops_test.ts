@@ -71,3 +71,21 @@ Deno.test("a proven spec, restarts before crashLoopAfter, or another pod: never 
   assertEquals(judge(loops, 40, parent(), [runs(2)]), { [ID]: 3 });
   assertEquals(judge(loops, 45, parent(false, "uid-next"), [runs(4, "uid-next")]), {});
 });
+
+Deno.test("judged before a restart: judged again at once, until Ready", () => {
+  const loops = new CrashLoops();
+  const judgedBefore = new Map([[ID, 3]]);
+  const pass = (seconds: number, pod: Pod, restarts: number) =>
+    loops.judge({
+      now: T0 + BigInt(seconds) * S,
+      crashLoopAfterMs: 30_000,
+      parents: [pod],
+      running: [runs(restarts)],
+      // This process has not watched the candidate yet: the kept version comes from disk.
+      keptWhileUnproven: () => undefined,
+      judgedBefore,
+    });
+  assertEquals(pass(0, parent(), 4), { [ID]: 3 });
+  assertEquals(pass(5, parent(), 4), { [ID]: 3 });
+  assertEquals(pass(10, parent(true), 5), {});
+});
