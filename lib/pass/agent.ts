@@ -15,7 +15,7 @@
  */
 import { join } from "node:path";
 import type { Config } from "../config/types.ts";
-import { checkpointIdOf } from "../core/pod.ts";
+import { checkpointIdOf, type Pod } from "../core/pod.ts";
 import { type PassResult, runPass } from "../core/pass.ts";
 import type { Clock, Instant } from "../core/time.ts";
 import { totalBytesWritten } from "../disk/atomic_write.ts";
@@ -25,7 +25,8 @@ import type { AgentStores } from "../store/agent_stores.ts";
 import type { Logger } from "../util/log.ts";
 import { CheckpointWriter, type WatchedCandidate } from "./checkpoints.ts";
 import { converge, desiredActions, withdraw } from "./converge.ts";
-import { CrashLoops } from "./crash_loops.ts";
+import { type CrashLoopPod, CrashLoops } from "./crash_loops.ts";
+import { parentReadiness } from "../core/promotion.ts";
 import { CRASH_LOOPING_REASON } from "../core/reasons.ts";
 import { keptVersionOf, readStoredVersions } from "../disk/versions.ts";
 import type { StatusRecord } from "../store/status_record.ts";
@@ -63,6 +64,35 @@ interface Planned {
   obs: Observation;
   result: PassResult;
   report: PassReport;
+}
+
+/**
+ * The pods the runtime runs, as the crash-loop judgment reads them: Ready as whichever source
+ * has their pod object says (the API server's first; a kubelet read unverified may say what
+ * runs), not Ready when none has it (the API server gone and the kubelet refusing the agent).
+ */
+function crashLoopPods(obs: Observation): CrashLoopPod[] {
+  const o = obs.input.observations;
+  const objects = new Map<string, Pod>();
+  for (
+    const pod of [
+      ...(o.kubeletAvailable ? o.localParents : []),
+      ...(o.apiAvailable ? o.apiParents : []),
+    ]
+  ) {
+    if (pod.metadata.uid !== undefined) objects.set(pod.metadata.uid, pod);
+  }
+  return obs.running.map((r) => {
+    const object = objects.get(r.uid);
+    return {
+      id: `${r.namespace}/${r.name}`,
+      uid: r.uid,
+      restarts: r.restarts,
+      containerRunning: r.containerRunning,
+      ready: object !== undefined &&
+        parentReadiness(object, { running: true, active: false }).ready,
+    };
+  });
 }
 
 export class Agent {
@@ -212,10 +242,7 @@ export class Agent {
     const crashLooping = this.#crashLoops.judge({
       now: obs.input.now,
       crashLoopAfterMs: this.#opts.config.crashLoopAfterMs,
-      // A kubelet read unverified may say what runs: only a checkpoint already kept, with a
-      // candidate of its own waiting, is judged, and only by the runtime's restarts.
-      parents: o.apiAvailable ? o.apiParents : o.kubeletAvailable ? o.localParents : [],
-      running: o.runtimeAvailable ? obs.running : undefined,
+      pods: o.runtimeAvailable ? crashLoopPods(obs) : undefined,
       keptWhileUnproven: (id) => this.#checkpoints.keptWhileUnproven(id),
       ...(judgedBefore ? { judgedBefore } : {}),
     });

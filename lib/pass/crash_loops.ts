@@ -11,9 +11,14 @@
  * - its spec is unproven: a candidate waits to be promoted (lib/core/promotion.ts), so the
  *   checkpoint keeps another version, which ran Ready; a parent running the kept spec is never
  *   judged (a copy of the same spec would do no better);
- * - it is not Ready (parentReadiness, as the kubelet last said it, with the runtime behind it);
- * - and for at least crashLoopAfter since it was first seen so, the runtime showed its
- *   containers restarted (a container's attempt rose): exiting again and again.
+ * - it is not Ready (parentReadiness, as the API server or the kubelet has its pod; a pod no
+ *   source can show, the kubelet refusing the agent while the API server is gone, is not);
+ * - for at least crashLoopAfter since it was first seen so, the runtime showed its containers
+ *   restarted (a container's attempt rose), and none of them runs at the pass that judges it:
+ *   exiting again and again.
+ *
+ * The pods judged are the runtime's, named by its labels: what the node shows, whatever the
+ * API server or the kubelet can say.
  *
  * Once judged, a parent stays judged until it is Ready, its spec is promoted or it is gone: its
  * copy is what serves while it crash-loops, and on the host network its attempts then fail on
@@ -26,18 +31,26 @@
  */
 import type { Instant } from "../core/time.ts";
 import { millisToDuration } from "../core/time.ts";
-import { type Pod, podId } from "../core/pod.ts";
-import { parentReadiness } from "../core/promotion.ts";
-import type { RunningPod } from "../sources/cri.ts";
+
+/** A pod the runtime runs, as the judgment sees it. */
+export interface CrashLoopPod {
+  /** `namespace/name`, from the runtime's labels. */
+  id: string;
+  uid: string;
+  /** The runtime's restart attempts (RunningPod.restarts). */
+  restarts: number;
+  /** A container of it runs at this moment. */
+  containerRunning: boolean;
+  /** Ready as its pod object says (parentReadiness); false when no source has the object. */
+  ready: boolean;
+}
 
 /** What the judgment of one pass reads. */
 export interface CrashLoopInput {
   now: Instant;
   crashLoopAfterMs: number;
-  /** The parents of the pass, each as the object whose spec is checkpointed. */
-  parents: readonly Pod[];
   /** What the runtime runs; undefined when it did not answer: nothing is judged anew. */
-  running: readonly RunningPod[] | undefined;
+  pods: readonly CrashLoopPod[] | undefined;
   /** The version a parent's checkpoint keeps while its unproven spec waits; undefined: none. */
   keptWhileUnproven(id: string): number | undefined;
   /**
@@ -49,6 +62,7 @@ export interface CrashLoopInput {
 }
 
 interface Seen {
+  id: string;
   /** When the pass first saw it unproven and not Ready. */
   since: Instant;
   /** Its containers' restarts then. */
@@ -66,30 +80,30 @@ export class CrashLoops {
    */
   judge(input: CrashLoopInput): Record<string, number> {
     // The planner holds every state when the runtime did not answer: nothing to judge by.
-    if (input.running === undefined) return {};
-    const runtime = new Map(input.running.map((pod) => [pod.uid, pod]));
+    if (input.pods === undefined) return {};
     const after = millisToDuration(input.crashLoopAfterMs);
     const seen = new Map<string, Seen>();
     const judged: Record<string, number> = {};
-    for (const parent of input.parents) {
-      const uid = parent.metadata.uid;
-      const id = podId(parent);
-      const before = input.judgedBefore?.get(id);
-      const kept = input.keptWhileUnproven(id) ?? before;
-      if (uid === undefined || kept === undefined) continue;
-      const running = runtime.get(uid);
-      if (!running) {
-        // Not running at all this pass, which the planner sees as it is: a judgment stays.
-        const earlier = this.#seen.get(uid);
-        if (earlier) seen.set(uid, earlier);
-        continue;
+    for (const pod of input.pods) {
+      const before = input.judgedBefore?.get(pod.id);
+      const kept = input.keptWhileUnproven(pod.id) ?? before;
+      if (kept === undefined || pod.ready) continue;
+      const entry = this.#seen.get(pod.uid) ??
+        { id: pod.id, since: input.now, restarts: pod.restarts, judged: before !== undefined };
+      // A container that runs at this moment may be one that has come up at last: judged on a
+      // pass that finds it exited again.
+      entry.judged ||= input.now - entry.since >= after && pod.restarts > entry.restarts &&
+        !pod.containerRunning;
+      seen.set(pod.uid, entry);
+      if (entry.judged) judged[pod.id] = kept;
+    }
+    // A judged pod missing from this pass's list keeps its judgment while its spec still waits:
+    // the planner sees it not running anyway, and it may be back.
+    const listed = new Set(input.pods.map((pod) => pod.uid));
+    for (const [uid, entry] of this.#seen) {
+      if (entry.judged && !listed.has(uid) && input.keptWhileUnproven(entry.id) !== undefined) {
+        seen.set(uid, entry);
       }
-      if (parentReadiness(parent, { running: true, active: false }).ready) continue;
-      const entry = this.#seen.get(uid) ??
-        { since: input.now, restarts: running.restarts, judged: before !== undefined };
-      entry.judged ||= input.now - entry.since >= after && running.restarts > entry.restarts;
-      seen.set(uid, entry);
-      if (entry.judged) judged[id] = kept;
     }
     this.#seen = seen;
     return judged;

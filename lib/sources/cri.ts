@@ -30,6 +30,8 @@ export interface RunningPod {
    * containers that make it count (lib/pass/crash_loops.ts).
    */
   restarts: number;
+  /** Whether a container of it runs now (CONTAINER_RUNNING), rather than only having started. */
+  containerRunning: boolean;
 }
 
 export interface PortMapping {
@@ -389,9 +391,11 @@ export function runningPods(
     const uid = labels[POD_UID_LABEL];
     if (!namespace || !name || !uid) continue;
     const key = JSON.stringify([namespace, name, uid]);
-    const pod = pods.get(key) ?? { namespace, name, uid, sandboxIds: [], restarts: 0 };
+    const pod = pods.get(key) ??
+      { namespace, name, uid, sandboxIds: [], restarts: 0, containerRunning: false };
     pods.set(key, pod);
     pod.restarts = Math.max(pod.restarts, attempt);
+    pod.containerRunning ||= state === CONTAINER_RUNNING;
     if (sandboxId !== "" && !pod.sandboxIds.includes(sandboxId)) pod.sandboxIds.push(sandboxId);
   }
   return [...pods.values()].sort((a, b) =>

@@ -19,8 +19,16 @@ const OLD = "kube-system/kube-apiserver-7x2kq";
 const API_SERVER = { "k8s-app": "kube-apiserver" };
 const BAD_IMAGE = "registry.k8s.io/kube-apiserver:v1.99.0-typo";
 
-/** Each pass's report for `ms` of both clocks, a pass every poll interval. */
-async function passesFor(n: AgentOnNode, ms: number): Promise<PassReport[]> {
+/**
+ * Each pass's report for `ms` of both clocks, a pass every poll interval. `kubeletRefuses`: the
+ * kubelet refuses the agent while the API server is not served (a kubelet that authorizes
+ * through the API server, its cache run out), as the last pass found it.
+ */
+async function passesFor(
+  n: AgentOnNode,
+  ms: number,
+  kubeletRefuses = false,
+): Promise<PassReport[]> {
   const reports: PassReport[] = [];
   for (let at = POLL_MS; at <= ms; at += POLL_MS) {
     n.clock.advance(POLL_MS);
@@ -28,6 +36,7 @@ async function passesFor(n: AgentOnNode, ms: number): Promise<PassReport[]> {
     const report = await n.pass();
     assertEquals(report.errors, []);
     reports.push(report);
+    if (kubeletRefuses) n.node.kubelet.secure.setFault(served(report) ? "none" : "forbidden");
   }
   return reports;
 }
@@ -55,11 +64,14 @@ function rollout(n: AgentOnNode, id: string, generation: number, change: (pod: P
 }
 
 for (
-  const [kubelet, overrides] of [
-    ["verified", {}],
+  const [kubelet, overrides, refuses] of [
+    ["verified", {}, false],
     // kubeadm's default: the kubelet's own certificate, which the cluster CA did not sign. Its
     // answers add no parent, but may say that one the agent keeps a checkpoint of crash-loops.
-    ["read unverified", { kubeletCaFile: undefined }],
+    ["read unverified", { kubeletCaFile: undefined }, false],
+    // A kubelet that authorizes through the API server refuses the agent while it is gone: the
+    // runtime alone shows the crash loop.
+    ["refusing without the API server", {}, true],
   ] as const
 ) {
   Deno.test(`a bad rollout of the API server, the kubelet ${kubelet}: the kept version's copy serves while the new pod crash-loops, and a good rollout takes over`, async () => {
@@ -77,7 +89,7 @@ for (
         const copyOf = (id: string) => join(c.staticPodDir, manifestFileName(id));
 
         // The new pod's container exits as it starts, and the API server with it.
-        const crashing = await passesFor(n, 90_000);
+        const crashing = await passesFor(n, 90_000, refuses);
         const judged = crashing.findIndex((r) =>
           r.changes.some((ch) => ch.id === BAD && ch.reason === "ParentCrashLooping")
         );
@@ -93,7 +105,7 @@ for (
 
         // The API server is back, served by the copy, and the new pod still crash-loops: the
         // copy stays, and the bad spec is never promoted.
-        const serving = await passesFor(n, 300_000);
+        const serving = await passesFor(n, 300_000, refuses);
         assertEquals(serving.filter((r) => !served(r)).length, 0, "served on every pass");
         assertEquals(serving.flatMap((r) => r.plan.stops), []);
         assertEquals(n.log.find("candidate promoted"), []);
@@ -101,14 +113,14 @@ for (
 
         // The agent restarts (an upgrade, its watchdog) in the middle of it: the copy stays.
         await n.restart();
-        const restarted = await passesFor(n, 30_000);
+        const restarted = await passesFor(n, 30_000, refuses);
         assertEquals(restarted.filter((r) => !served(r)).length, 0, "served after the restart");
         assertEquals(restarted.flatMap((r) => r.plan.stops), []);
 
         // A good rollout (back to the kept spec, through the API the copy serves) takes over.
         const fixed = await rollout(n, BAD, 3, (pod) => containerOf(pod).image = goodImage);
         const FIXED = podId(fixed);
-        const after = await passesFor(n, 60_000);
+        const after = await passesFor(n, 60_000, refuses);
         assertEquals(await pathExists(copyOf(BAD)), false, "the copy is withdrawn");
         assertEquals(await pathExists(copyOf(FIXED)), false);
         assert(served(after.at(-1)!), "the new pod serves the API server");

@@ -94,7 +94,14 @@ function sandboxCounts(runtime: RuntimeClient, endpoint: string): RuntimeClient 
           .map((label) => labels[label]);
         const pod = pods.find((p) => p.namespace === namespace && p.name === name);
         if (pod) pod.sandboxIds = [...new Set([...pod.sandboxIds, id])];
-        else pods.push({ namespace, name, uid, sandboxIds: [id], restarts: 0 });
+        else {pods.push({
+            namespace,
+            name,
+            uid,
+            sandboxIds: [id],
+            restarts: 0,
+            containerRunning: true,
+          });}
       }
       return succeeded(pods);
     },

@@ -60,6 +60,7 @@ Deno.test("a started checkpoint is stalled from startTimeout after its activatio
     uid: "u",
     sandboxIds: [],
     restarts: 0,
+    containerRunning: true,
   }];
   assertEquals(judge({ records, started, running }), [{
     id: "kube-system/late",
@@ -73,6 +74,7 @@ Deno.test("a started checkpoint is stalled from startTimeout after its activatio
     uid: "u",
     sandboxIds: [],
     restarts: 0,
+    containerRunning: true,
   }];
   assertEquals(judge({ records, started, running: parentOnly }).map((s) => s.id), [
     "kube-system/late",

@@ -105,6 +105,12 @@ Deno.test("a running pod's restarts: the highest attempt among the containers th
   const restarts = (containers: ContainerEntry[]) =>
     runningPods(new Set(["ready"]), containers).map((p) => p.restarts);
   assertEquals(restarts([entry("ready", "CONTAINER_RUNNING")]), [0]);
+  const running = (containers: ContainerEntry[]) =>
+    runningPods(new Set(["ready"]), containers).map((p) => p.containerRunning);
+  assertEquals(running([entry("ready", "CONTAINER_RUNNING"), entry("ready", "CONTAINER_EXITED")]), [
+    true,
+  ]);
+  assertEquals(running([entry("ready", "CONTAINER_EXITED", 2)]), [false]);
   assertEquals(
     restarts([
       entry("ready", "CONTAINER_EXITED", 3),
@@ -161,6 +167,7 @@ Deno.test("running pods over CRI: the rule on every state, grouped by the contai
         uid: "uid-created",
         sandboxIds: ["sandbox-uid-created"],
         restarts: 0,
+        containerRunning: false,
       },
       {
         namespace: "kube-system",
@@ -169,6 +176,7 @@ Deno.test("running pods over CRI: the rule on every state, grouped by the contai
         sandboxIds: ["sandbox-uid-port-in-use"],
         // Its container restarted once: the attempt the kubelet made it at.
         restarts: 1,
+        containerRunning: false,
       },
       {
         namespace: "kube-system",
@@ -176,6 +184,7 @@ Deno.test("running pods over CRI: the rule on every state, grouped by the contai
         uid: "uid-restarted",
         sandboxIds: ["new", "older"],
         restarts: 0,
+        containerRunning: true,
       },
       {
         namespace: "kube-system",
@@ -183,6 +192,7 @@ Deno.test("running pods over CRI: the rule on every state, grouped by the contai
         uid: "uid-running-container",
         sandboxIds: ["sandbox-uid-running-container"],
         restarts: 0,
+        containerRunning: true,
       },
     ]);
   });
