@@ -184,13 +184,21 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
         : withCandidate(await versionsView(daemon.config, record.id, file), record.id),
     );
   };
-  /** Why the candidate waits, as the agent last decided. */
+  /** Why the candidate waits, and whether its parent crash-loops on it, as the agent last judged. */
   const withCandidate = (versions: VersionsView, id: string): CheckpointVersions => {
     const watched = daemon.agent.candidateOf(id);
     if (!versions.candidate || !watched || watched.version !== versions.candidate.version) {
       return versions;
     }
-    return { ...versions, candidate: { ...versions.candidate, waiting: watched.why } };
+    const crashLooping = daemon.lastReport?.crashLooping[id] !== undefined;
+    return {
+      ...versions,
+      candidate: {
+        ...versions.candidate,
+        waiting: watched.why,
+        ...(crashLooping ? { crashLooping } : {}),
+      },
+    };
   };
 
   route("GET", "/v1/checkpoints", async (c) => {
@@ -287,6 +295,7 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
     observedAt: report.startedAt,
     complete: report.complete,
     failures: report.failures,
+    crashLooping: report.crashLooping,
     plan: report.plan,
     changes: report.changes,
   });

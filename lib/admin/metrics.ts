@@ -4,8 +4,8 @@
  *
  * Counters and the duration histogram are fed by every pass the daemon runs (`onPass`); gauges
  * that describe the present (checkpoints by state, sandbox checkpoints, last pass times, stalled
- * starts) are read from the daemon when scraped, so they are never stale, and so are the
- * certificates' expiries, from their files.
+ * starts, crash-looping parents) are read from the daemon when scraped, so they are never stale,
+ * and so are the certificates' expiries, from their files.
  *
  * No `nodejs_*` series (a Node client library's default metrics): under Deno they describe Node
  * internals Deno only emulates (active handles and requests always read 0), and process CPU and
@@ -128,6 +128,14 @@ export class AdminMetrics {
       "Parents whose new spec waits to be promoted (not Ready long enough, or pinned).",
       [],
       (g) => g.set(daemon.agent.candidatesWaiting),
+    );
+    this.#readAtScrape(
+      `${PREFIX}crash_looping_parents`,
+      "Parents the last pass judged crash-looping on an unproven spec (restarting, never Ready, " +
+        "for crashLoopAfter): they do not count as running, and their checkpoint's kept version " +
+        "stands in for them until they are Ready.",
+      [],
+      (g) => g.set(Object.keys(daemon.lastReport?.crashLooping ?? {}).length),
     );
     this.#readAtScrape(`${PREFIX}checkpoints`, "Tracked checkpoints, by state.", ["state"], (g) => {
       const counts = new Map<string, number>(STATUS_STATES.map((state) => [state, 0]));

@@ -40,6 +40,11 @@ export interface CheckpointVersions extends VersionsView {
   candidate?: VersionsView["candidate"] & {
     /** Why it is not promoted yet, as the running agent last decided. */
     waiting?: string;
+    /**
+     * True when the running agent's last pass judged its parent crash-looping on it
+     * (docs/design.md#crash-loops): the kept version stands in.
+     */
+    crashLooping?: true;
   };
 }
 

@@ -33,6 +33,7 @@ const AgentCheckpointsSchema = object({
         version: number(),
         seenAt: v.string(),
         waiting: v.optional(v.string()),
+        crashLooping: v.optional(v.literal(true)),
       })),
     })),
   })),
@@ -114,12 +115,17 @@ function versionText(versions: Row["versions"]): string {
     (from ? ` (from ${from.id} v${from.version})` : "");
 }
 
-/** The candidate and since when it was seen, and why it waits when the agent says. */
+/**
+ * The candidate and since when it was seen, and, when the agent says, why it waits and whether
+ * its parent crash-loops on it: `2 since 2026-03-01T10:06:00Z (not Ready; crash-looping)`.
+ */
 function candidateText(versions: Row["versions"]): string {
   const candidate = versions?.candidate;
   if (!candidate) return "-";
+  const said = [candidate.waiting, candidate.crashLooping ? "crash-looping" : undefined]
+    .filter((s) => s);
   return `${candidate.version} since ${candidate.seenAt}` +
-    (candidate.waiting ? ` (${candidate.waiting})` : "");
+    (said.length > 0 ? ` (${said.join("; ")})` : "");
 }
 
 function table(rows: string[][]): string {

@@ -91,9 +91,11 @@ export const STATUS_ORDER: readonly StatusState[] = [
 ];
 
 /**
- * One line on the last pass: checkpoints by state, then the sources that failed and the writes,
- * the stalled starts, and why the node is not protected if it is not, e.g. `2 active, 1 inactive;
- * apiserver unreachable` or `3 inactive; 1 write(s) failed; not ready: static-pod-dir`.
+ * One line on the last pass: checkpoints by state, the parents crash-looping on an unproven spec
+ * (which is why copies run while the API server answers), then the sources that failed and the
+ * writes, the stalled starts, and why the node is not protected if it is not, e.g. `2 active,
+ * 1 inactive; apiserver unreachable`, `1 active, 2 inactive; 1 parent crash-looping` or
+ * `3 inactive; 1 write(s) failed; not ready: static-pod-dir`.
  */
 export function statusLine(
   states: readonly StatusState[],
@@ -105,6 +107,10 @@ export function statusLine(
     .filter(([, n]) => n > 0)
     .map(([state, n]) => `${n} ${state}`);
   const parts = [counts.length > 0 ? counts.join(", ") : "no checkpoints"];
+  const looping = Object.keys(report.crashLooping).length;
+  if (looping > 0) {
+    parts.push(`${looping} ${looping === 1 ? "parent" : "parents"} crash-looping`);
+  }
   const failures = lastPassFailures(report);
   if (failures.length > 0) parts.push(failures.join(", "));
   const stalled = report.stalledStarts.length;

@@ -227,7 +227,12 @@ export class Agent {
     this.#failures.newPass(obs.failures, obs.input.observations.apiAvailable);
     for (const p of obs.manifestProblems) log.warn("manifest is not a pod; left alone", p);
     const result = runPass(obs.input);
-    const report = plannedReport(started, obs.failures, result);
+    const report = plannedReport(
+      started,
+      obs.failures,
+      result,
+      obs.input.observations.crashLooping,
+    );
     for (const change of report.changes) log.info("state change", change);
     this.#sayOutside(result);
     return { started, bytesBefore, obs, result, report };

@@ -3,7 +3,7 @@
  * the admin endpoint, the commands and the demo read it; only the pass (lib/pass/agent.ts) makes
  * one.
  */
-import type { PassResult } from "../core/pass.ts";
+import type { Observations, PassResult } from "../core/pass.ts";
 import { explainChange } from "../core/reasons.ts";
 import { type PlanDocument, planDocument } from "../core/snapshot.ts";
 import { formatInstant, type Instant } from "../core/time.ts";
@@ -38,6 +38,12 @@ export interface PassReport {
   complete: boolean;
   failures: SourceFailure[];
   plan: PlanDocument;
+  /**
+   * The parents this pass judged crash-looping on an unproven spec (lib/pass/crash_loops.ts),
+   * by id, with the version their checkpoint keeps: what the planner was told (the snapshot's
+   * `crashLooping`), and what the metrics, STATUS and the checkpoint views show of it.
+   */
+  crashLooping: Record<string, number>;
   changes: { id: string; from: string; to: string; reason: string; message: string }[];
   applied: AppliedAction[];
   errors: PassError[];
@@ -58,11 +64,15 @@ export interface PassReport {
 /** The pass-error ops of records the state dir could not take; the others are checkpoint writes. */
 export const RECORD_OPS = ["status", "sandbox-record", "sandbox-forget"] as const;
 
-/** The report of a pass as planned: nothing applied yet, complete if every source answered. */
+/**
+ * The report of a pass as planned: nothing applied yet, complete if every source answered;
+ * `crashLooping` as the planner was told.
+ */
 export function plannedReport(
   started: Instant,
   failures: SourceFailure[],
   result: PassResult,
+  crashLooping?: Observations["crashLooping"],
 ): PassReport {
   return {
     startedAt: formatInstant(started),
@@ -70,6 +80,7 @@ export function plannedReport(
     complete: failures.length === 0,
     failures,
     plan: planDocument(result),
+    crashLooping: { ...crashLooping },
     changes: result.changes.map((change) => ({
       id: change.id,
       from: change.from.name,

@@ -5,10 +5,19 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import { MAX_BODY_BYTES } from "../../lib/admin/body_limit.ts";
+import { formatListing, listCheckpoints } from "../../lib/commands/status.ts";
+import { podId } from "../../lib/core/pod.ts";
 import { formatInstant } from "../../lib/core/time.ts";
-import { rawGetJson, type ServedFixture, START, withServedDaemon } from "./harness.ts";
+import { POLL_MS, runFor } from "../helpers/promotion.ts";
+import {
+  APISERVER,
+  badRollout,
+  rawGetJson,
+  type ServedFixture,
+  START,
+  withServedDaemon,
+} from "./harness.ts";
 
-const APISERVER = "kube-system/kube-apiserver-7x2kq";
 const TOKEN = "s3cr3t-admin-token-0123456789abcdef";
 const CHECKPOINTS = [
   APISERVER,
@@ -141,6 +150,52 @@ Deno.test("checkpoints: list and one, with state, deadline, status record, phase
     assertEquals([missing.status, missing.body], [404, {
       error: "no checkpoint kube-system/nothing-here",
     }]);
+  });
+});
+
+Deno.test("checkpoints and plan: a parent crash-looping on an unproven spec has its checkpoint active for that reason, and its candidate said so", async () => {
+  const config = { promoteAfterMs: 60_000, pollIntervalMs: POLL_MS };
+  await withServedDaemon({ config }, async (f) => {
+    await f.pass();
+    const bad = podId(await badRollout(f));
+    await runFor(f, 80_000);
+
+    const view = (await getJson(f, `/v1/checkpoints/${bad}`)).body;
+    assertEquals([view.state, view.status.reason, view.status.message], [
+      "active",
+      "ParentCrashLooping",
+      "parent crash-looping on an unproven spec: kept version 1 active",
+    ]);
+    assertEquals([view.versions.kept, view.versions.inheritedFrom], [1, {
+      id: APISERVER,
+      version: 1,
+    }]);
+    const { version, waiting, crashLooping } = view.versions.candidate;
+    assertEquals({ version, waiting, crashLooping }, {
+      version: 2,
+      waiting: "not Ready",
+      crashLooping: true,
+    });
+    // The others are not: their parents run their kept versions.
+    const others = (await getJson(f, "/v1/checkpoints")).body.checkpoints
+      .filter((c: { id: string }) => c.id !== bad);
+    assertEquals(others.map((c: { state: string }) => c.state), ["inactive", "inactive"]);
+    assertEquals(others.map((c: { versions: object }) => "candidate" in c.versions), [
+      false,
+      false,
+    ]);
+
+    // What the planner was told, with the plan it made.
+    assertEquals((await getJson(f, "/v1/plan")).body.crashLooping, { [bad]: 1 });
+    // `ckpt-agent status`, from the agent.
+    const listing = formatListing(
+      await listCheckpoints({ ...f.config, adminListen: f.server.address }),
+    );
+    const row = listing.split("\n").find((line) => line.startsWith(bad))!;
+    assert(
+      / active .* 1 \(from \S+ v1\) +1 +2 since \S+ \(not Ready; crash-looping\)$/.test(row),
+      row,
+    );
   });
 });
 

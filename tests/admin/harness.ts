@@ -22,6 +22,8 @@ import { LogCapture } from "../helpers/log_capture.ts";
 import { connectNode } from "../../lib/sources/node.ts";
 import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
 import { AgentStores } from "../../lib/store/agent_stores.ts";
+import type { Pod } from "../../lib/core/pod.ts";
+import { containerOf } from "../helpers/promotion.ts";
 
 export const START = parseInstant("2026-03-01T10:00:00Z")!;
 
@@ -108,6 +110,23 @@ export class DaemonFixture {
     await Deno.writeTextFile(this.config.adminTokenFile, content, { mode });
     await Deno.chmod(this.config.adminTokenFile, mode);
   }
+}
+
+/** The simulated node's API server pod, a DaemonSet's. */
+export const APISERVER = "kube-system/kube-apiserver-7x2kq";
+
+/**
+ * A bad rollout of the API server: its DaemonSet replaces the pod with one (a new name, the same
+ * controller) of an image that exits as it starts. Returns the new pod, whose spec waits as a
+ * candidate while its checkpoint keeps the old one, and which crash-loops.
+ */
+export function badRollout(f: DaemonFixture): Promise<Pod> {
+  const image = "registry.k8s.io/kube-apiserver:v1.99.0-typo";
+  f.node.breakImage(image);
+  return f.node.replaceParent(APISERVER, (pod) => {
+    containerOf(pod).image = image;
+    return pod;
+  });
 }
 
 export interface ServedFixture extends DaemonFixture {

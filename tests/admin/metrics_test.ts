@@ -16,7 +16,9 @@ import { NOT_READY_REASONS } from "../../lib/daemon/probes.ts";
 import { NANOS_PER_MILLI } from "../../lib/core/time.ts";
 import { STATUS_STATES } from "../../lib/store/status_record.ts";
 import { type Family, parsePrometheusText, sampleValue } from "./prom_text.ts";
-import { type ServedFixture, START, withServedDaemon } from "./harness.ts";
+import { APISERVER, badRollout, type ServedFixture, START, withServedDaemon } from "./harness.ts";
+import { podId } from "../../lib/core/pod.ts";
+import { containerOf, POLL_MS, runFor } from "../helpers/promotion.ts";
 
 async function scrape(f: ServedFixture): Promise<Map<string, Family>> {
   const response = await f.request("/metrics");
@@ -48,6 +50,7 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       ckpt_agent_rollbacks_total: "counter",
       ckpt_agent_inheritances_total: "counter",
       ckpt_agent_candidates_waiting: "gauge",
+      ckpt_agent_crash_looping_parents: "gauge",
       ckpt_agent_checkpoints: "gauge",
       ckpt_agent_sandbox_checkpoints: "gauge",
       ckpt_agent_last_pass_timestamp_seconds: "gauge",
@@ -88,6 +91,7 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
         "rollbacks_total",
         "inheritances_total",
         "candidates_waiting",
+        "crash_looping_parents",
       ]
     ) {
       assertEquals(sampleValue(m, `ckpt_agent_${name}`), 0, name);
@@ -276,5 +280,39 @@ Deno.test("metrics: no expiry series for a certificate that is not configured", 
         assertEquals(await expiries(f), { "cluster-ca": notAfterOf(caPem) });
       });
     }
+  });
+});
+
+Deno.test("metrics: a parent crash-looping on an unproven spec is counted while judged so, and not once a good rollout replaced it", async () => {
+  const config = { promoteAfterMs: 60_000, pollIntervalMs: POLL_MS };
+  await withServedDaemon({ config }, async (f) => {
+    await f.pass();
+    const good = containerOf(f.node.parents.find((p) => podId(p) === APISERVER)!).image;
+    const bad = podId(await badRollout(f));
+    const gauges = async () => {
+      const m = await scrape(f);
+      return {
+        crashLooping: sampleValue(m, "ckpt_agent_crash_looping_parents"),
+        active: sampleValue(m, "ckpt_agent_checkpoints", { state: "active" }),
+        activeGrace: sampleValue(m, "ckpt_agent_checkpoints", { state: "active-grace" }),
+      };
+    };
+    // Restarting, but not yet for crashLoopAfter (30 s) since first seen so.
+    await runFor(f, 20_000);
+    assertEquals(await gauges(), { crashLooping: 0, active: 0, activeGrace: 0 });
+    await runFor(f, 60_000);
+    assertEquals(await gauges(), { crashLooping: 1, active: 1, activeGrace: 0 });
+    assertEquals(f.daemon.lastReport!.crashLooping, { [bad]: 1 });
+
+    // A good rollout: the crash-looping pod is gone, its checkpoint superseded by the new pod's.
+    await f.node.replaceParent(bad, (pod) => {
+      containerOf(pod).image = good;
+      return pod;
+    });
+    await runFor(f, 2 * POLL_MS);
+    assertEquals(await gauges(), { crashLooping: 0, active: 0, activeGrace: 0 });
+    assertEquals(f.daemon.lastReport!.changes.map((c) => [c.id, c.reason]), [
+      [bad, "Superseded"],
+    ]);
   });
 });

@@ -49,6 +49,7 @@ Deno.test("plan without the token: the last pass's plan, said to be so, and not 
           observedAt: last.startedAt,
           complete: last.complete,
           failures: last.failures,
+          crashLooping: {},
           plan: last.plan,
           changes: last.changes,
         },

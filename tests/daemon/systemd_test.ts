@@ -245,9 +245,15 @@ Deno.test("WATCHDOG_USEC: the period when it is for this process, else the unit'
   assertEquals(log.lines.length, 5);
 });
 
-Deno.test("STATUS: checkpoints by state, copies first; failed sources and writes; stalled starts; why not ready", () => {
+Deno.test("STATUS: checkpoints by state, copies first; crash-looping parents; failed sources and writes; stalled starts; why not ready", () => {
   const report = (over: Partial<PassReport>) =>
-    ({ failures: [], errors: [], stalledStarts: [], ...over }) as unknown as PassReport;
+    ({
+      failures: [],
+      errors: [],
+      stalledStarts: [],
+      crashLooping: {},
+      ...over,
+    }) as unknown as PassReport;
   assertEquals([...STATUS_ORDER].sort(), [...STATUS_STATES].sort());
   assertEquals(statusLine([], report({}), []), "no checkpoints");
   assertEquals(
@@ -265,6 +271,22 @@ Deno.test("STATUS: checkpoints by state, copies first; failed sources and writes
       ["stalled-start"],
     ),
     "1 active; apiserver unreachable, 1 write(s) failed; 1 stalled start",
+  );
+  // Why a copy runs while the API server answers.
+  assertEquals(
+    statusLine(["active", "inactive"], report({ crashLooping: { "kube-system/a": 1 } }), []),
+    "1 active, 1 inactive; 1 parent crash-looping",
+  );
+  assertEquals(
+    statusLine(
+      ["active", "active"],
+      report({
+        crashLooping: { "kube-system/a": 1, "kube-system/b": 3 },
+        failures: [{ source: "apiserver", kind: "unreachable", message: "" }],
+      }),
+      [],
+    ),
+    "2 active; 2 parents crash-looping; apiserver unreachable",
   );
   assertEquals(
     statusLine(["inactive"], report({}), ["static-pod-dir", "secrets-dir"]),

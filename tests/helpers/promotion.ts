@@ -13,8 +13,15 @@ export function containerOf(pod: Pod): Json {
   return asArray((pod.spec as Json).containers)[0];
 }
 
-/** Passes every poll interval for `ms` of both clocks; the kubelet acts every second between. */
-export async function runFor(n: AgentOnNode, ms: number, each?: (atMs: number) => void) {
+/**
+ * Passes every poll interval for `ms` of both clocks; the kubelet acts every second between.
+ * `n`: an agent on a node, or a daemon on one (tests/admin/harness.ts).
+ */
+export async function runFor(
+  n: Pick<AgentOnNode, "clock" | "node" | "pass">,
+  ms: number,
+  each?: (atMs: number) => void,
+) {
   for (let at = POLL_MS; at <= ms; at += POLL_MS) {
     n.clock.advance(POLL_MS);
     await n.node.advance(POLL_MS);
