@@ -67,6 +67,12 @@ function statesAre(
   return wanted.every((id) => state[id]?.state === name);
 }
 
+/** The static-pod dir holds the installer's etcd.yaml, and no copy. */
+async function expectStaticPodDirBare(step: Step, what: string): Promise<void> {
+  const staticDir = await step.staticPodDir();
+  step.expect(what, sameList(staticDir, ["etcd.yaml"]), staticDir);
+}
+
 /** Time passes on the node, the kubelet acting along the way, and on the agent's clock alike. */
 async function later(session: DemoSession, ms: number): Promise<void> {
   await session.node.advance(ms);
@@ -158,12 +164,7 @@ const checkpointsTaken: StoryStep = {
       missing.length === 0,
       missing,
     );
-    const staticDir = await step.staticPodDir();
-    step.expect(
-      "nothing was put in the static-pod dir",
-      sameList(staticDir, ["etcd.yaml"]),
-      staticDir,
-    );
+    await expectStaticPodDirBare(step, "nothing was put in the static-pod dir");
   },
 };
 
@@ -856,12 +857,7 @@ const copyWithdrawn: StoryStep = {
       versions.readySince !== undefined,
       versions,
     );
-    const staticDir = await step.staticPodDir();
-    step.expect(
-      "no copy is left in the static-pod dir",
-      sameList(staticDir, ["etcd.yaml"]),
-      staticDir,
-    );
+    await expectStaticPodDirBare(step, "no copy is left in the static-pod dir");
   },
 };
 
