@@ -136,7 +136,8 @@ export const COMMANDS = {
   },
   demo: {
     synopsis: "[flags]",
-    summary: "the agent through an outage on a simulated node (about a second)",
+    summary:
+      "the agent through an outage and a bad rollout on a simulated node (about two seconds)",
     flags: {
       ...OUTPUT_FLAG,
       pause: { help: "wait for Enter after each step (text output only)" },

@@ -1,6 +1,7 @@
 /**
  * `ckpt-agent demo`: the real agent against a simulated control-plane node, through a scripted
- * outage and recovery (lib/demo/story.ts), told step by step or printed as one JSON document.
+ * outage and recovery, then a bad rollout and its rollback (lib/demo/story.ts), told step by step
+ * or printed as one JSON document.
  * Exit 0 only when every step's expectations held. It ends by itself, and the simulated node's
  * servers and directory are gone before it exits, also on Ctrl-C or SIGTERM.
  */
@@ -11,7 +12,7 @@ import { parseFlags } from "../config/flags.ts";
 import { narrateEnd, narrateStart, narrateStep } from "../demo/narrate.ts";
 import { type DemoResult, runDemo } from "../demo/run.ts";
 
-/** The story takes about a second; far beyond that, something hangs and the demo gives up. */
+/** The story takes about two seconds; far beyond that, something hangs and the demo gives up. */
 const DEADLINE_MS = 60_000;
 
 const SIGNAL_EXIT: Partial<Record<Deno.Signal, number>> = { SIGINT: 130, SIGTERM: 143 };

@@ -10,13 +10,15 @@ import {
   type FileAccess,
   storedAccess,
 } from "../core/checkpoint_layout.ts";
+import { asArray, isObject, type Json } from "../core/json.ts";
 import { isValidParent, type Pod, podId } from "../core/pod.ts";
 import type { ControlPlane } from "../sim/control_plane.ts";
-import type { KubeletEventKind } from "../sim/kubelet_model.ts";
+import type { KubeletEvent, KubeletEventKind } from "../sim/kubelet_model.ts";
 import type { SimNode } from "../sim/node.ts";
 import { agentUid } from "../disk/dirs.ts";
+import { readStoredVersions } from "../disk/versions.ts";
 import { type DiskListing, formatMode } from "./disk.ts";
-import type { DemoSession } from "./session.ts";
+import { API_SERVER_LABELS, type DemoSession } from "./session.ts";
 
 export function parentsOf(cluster: ControlPlane): Pod[] {
   return cluster.pods.filter(isValidParent).sort((a, b) => podId(a) < podId(b) ? -1 : 1);
@@ -25,6 +27,15 @@ export function parentsOf(cluster: ControlPlane): Pod[] {
 /** Whether the kubelet did this to the pod since the `since`th event of its timeline. */
 export function kubeletDid(node: SimNode, since: number, id: string, event: KubeletEventKind) {
   return node.events.slice(since).some((e) => e.pod === id && e.event === event);
+}
+
+/** What the kubelet did with the pod's containers, oldest first. */
+export function kubeletEvents(
+  node: SimNode,
+  id: string,
+  event: KubeletEventKind,
+): KubeletEvent[] {
+  return node.events.filter((e) => e.pod === id && e.event === event);
 }
 
 /** What the kubelet last did with the pod's containers. */
@@ -120,4 +131,59 @@ export function mountedValues(pod: Pod, cluster: ControlPlane): { key: string; v
 
 export async function readFiles(root: string, paths: string[]): Promise<string[]> {
   return await Promise.all(paths.map((path) => Deno.readTextFile(join(root, path))));
+}
+
+/** The API server's pod among these (`node.parents`: as the API server stores it now). */
+export function apiServerPod(pods: readonly Pod[]): Pod {
+  const pod = pods.find((p) =>
+    Object.entries(API_SERVER_LABELS).every(([key, value]) => p.metadata.labels?.[key] === value)
+  );
+  if (!pod) throw new Error("the cluster has no API server pod");
+  return pod;
+}
+
+function firstContainer(pod: Pod): Json | undefined {
+  return asArray(isObject(pod.spec) ? pod.spec.containers : undefined)[0];
+}
+
+export function imageOf(pod: Pod): string | undefined {
+  const image = firstContainer(pod)?.image;
+  return typeof image === "string" ? image : undefined;
+}
+
+/** The pod's spec with another image, as `kubectl set image` writes it. */
+export function setImage(pod: Pod, image: string): void {
+  const container = firstContainer(pod);
+  if (container) container.image = image;
+}
+
+/** The status the kubelet last reported of the pod's first container. */
+export function containerStatusOf(pod: Pod): Json | undefined {
+  return asArray(isObject(pod.status) ? pod.status.containerStatuses : undefined)[0];
+}
+
+/** The image of the manifest at `path` (relative to the node's root); undefined when it is gone. */
+export async function manifestImage(
+  session: DemoSession,
+  path: string,
+): Promise<string | undefined> {
+  try {
+    return imageOf(JSON.parse(await Deno.readTextFile(join(session.node.root, path))));
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    throw e;
+  }
+}
+
+/**
+ * The versions a checkpoint keeps, the image of the candidate waiting beside them, and since
+ * when the agent has seen the candidate's pod Ready.
+ */
+export async function versionsOf(session: DemoSession, id: string) {
+  const { versions, candidate } = await readStoredVersions(session.config, id);
+  return {
+    kept: versions.map((v) => v.version),
+    candidate: candidate && imageOf(candidate.manifest),
+    readySince: candidate?.readySince,
+  };
 }

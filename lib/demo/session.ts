@@ -28,6 +28,12 @@ const RUNTIME_TIMEOUT_MS = 2_000;
  */
 export const SYNC_RETRY_MS = 10_000;
 
+/**
+ * The node's API server is self-hosted: it answers only while a pod with these labels runs (the
+ * DaemonSet's pod, or its copy), so that a rollout that breaks it takes the API away.
+ */
+export const API_SERVER_LABELS = { "k8s-app": "kube-apiserver" };
+
 export interface DemoSession {
   node: SimNode;
   config: Config;
@@ -49,6 +55,7 @@ export async function openSession(): Promise<DemoSession> {
     nodeName: DEMO_NODE_NAME,
     cluster,
     kubelet: { servicesReadAfterMs: 2_000, syncRetryMs: SYNC_RETRY_MS },
+    apiServerLabels: API_SERVER_LABELS,
   });
   let runtime: RuntimeClient | undefined;
   try {

@@ -4,7 +4,7 @@
  * seen. The story is checked step by step from the JSON, not only from the demo's own verdict.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
+import { CANDIDATE_FILE, manifestFileName, versionsDir } from "../../lib/core/checkpoint_layout.ts";
 import { isValidParent, podId } from "../../lib/core/pod.ts";
 import { parseInstant } from "../../lib/core/time.ts";
 import type { DemoResult } from "../../lib/demo/run.ts";
@@ -20,7 +20,11 @@ const NODE = "cp-1";
 const PARENTS = controlPlane(NODE).pods.filter(isValidParent).map(podId).sort();
 const COPIES = PARENTS.map((id) => `${id}-${NODE}`);
 const SCHEDULER = PARENTS.find((id) => id.includes("kube-scheduler"))!;
+const API_SERVER = PARENTS.find((id) => id.includes("kube-apiserver"))!;
+const CONTROLLER_MANAGER = PARENTS.find((id) => id.includes("kube-controller-manager"))!;
 const MANIFESTS = PARENTS.map(manifestFileName);
+const INACTIVE_DIR = "etc/kubernetes/inactive-manifests";
+const STATIC_POD_DIR = "etc/kubernetes/manifests";
 const STEPS = [
   "checkpoints-taken",
   "control-plane-lost",
@@ -28,7 +32,13 @@ const STEPS = [
   "control-plane-returns",
   "copies-withdrawn",
   "parent-deleted",
+  "bad-rollout",
+  "crash-loop-judged",
+  "copy-stays",
+  "rolled-back",
+  "copy-withdrawn",
 ];
+const CRASH_LOOP_AFTER_NS = 30_000_000_000n;
 
 async function entries(dir: string): Promise<string[]> {
   return (await Array.fromAsync(Deno.readDir(dir))).map((e) => e.name);
@@ -40,6 +50,15 @@ function passes(step: StepRecord): PassRecord[] {
 
 function sorted(list: string[]): string[] {
   return [...list].sort();
+}
+
+function changeRows(pass: PassRecord | StepRecord) {
+  return pass.changes.map((c) => [c.id, c.from, c.to, c.reason]);
+}
+
+/** The agent's clock from one pass to another, in nanoseconds. */
+function between(from: PassRecord, to: PassRecord): bigint {
+  return parseInstant(to.at)! - parseInstant(from.at)!;
 }
 
 Deno.test("the demo's JSON shows every step of the story, and nothing is left behind", async (t) => {
@@ -159,6 +178,111 @@ Deno.test("the demo's JSON shows every step of the story, and nothing is left be
       assertEquals(s.staticPodDir, ["etcd.yaml"]);
     });
 
+    // The bad rollout's pods, as the DaemonSet named them: the crash-looping one, then the
+    // one the operator rolled back to.
+    const rolloutPods = passes(step("bad-rollout"))[0].changes.map((c) => c.id)
+      .filter((id) => id !== API_SERVER);
+    const BAD = rolloutPods[0];
+    const FIXED = passes(step("rolled-back"))[0].changes.map((c) => c.id)
+      .find((id) => id !== BAD)!;
+
+    await t.step("7: a bad rollout takes the API server away", () => {
+      const s = step("bad-rollout");
+      const [first, second] = passes(s);
+      assertEquals(rolloutPods.length, 1, rolloutPods.join());
+      assert(BAD.startsWith("kube-system/kube-apiserver-"), BAD);
+      assert(first.sources.apiserver.startsWith("unreachable"), first.sources.apiserver);
+      assertEquals([first.sources.kubelet, first.sources.runtime], ["ok", "ok"]);
+      // The old pod's checkpoint, its parent gone and no API server, is activated as in any
+      // outage; the new pod inherits its kept version, and its spec waits as a candidate.
+      assertEquals(changeRows(first), [
+        [API_SERVER, "inactive", "active", "ControlPlaneUnavailable"],
+        [BAD, "none", "inactive", "ParentRunning"],
+      ]);
+      assertEquals(first.plan.starts, [API_SERVER]);
+      assert(first.log.some((l) => l.msg === "checkpoint inherited from its predecessor"));
+      const created = first.disk.created.map((f) => f.path);
+      const versions = versionsDir({ inactiveDir: INACTIVE_DIR }, BAD);
+      assert(created.includes(`${versions}/1.json`), created.join());
+      assert(created.includes(`${versions}/${CANDIDATE_FILE}`), created.join());
+      // The next pass: the old pod's copy serves, and is removed, superseded by the new pod's.
+      assertEquals(second.sources.apiserver, "ok");
+      assertEquals(changeRows(second), [[API_SERVER, "active", "remove", "Superseded"]]);
+      assertEquals(second.plan.removes, [API_SERVER]);
+      assert(second.disk.removed.includes(`${STATIC_POD_DIR}/${manifestFileName(API_SERVER)}`));
+      assert(second.disk.removed.includes(`${INACTIVE_DIR}/${manifestFileName(API_SERVER)}`));
+      assertEquals(s.staticPodDir, ["etcd.yaml"]);
+      assert(s.running.includes(BAD) && !s.running.includes(`${API_SERVER}-${NODE}`));
+    });
+
+    await t.step("8: the new pod is judged crash-looping, and the kept version takes over", () => {
+      const s = step("crash-loop-judged");
+      const [pass] = passes(s);
+      assert(pass.sources.apiserver.startsWith("unreachable"), pass.sources.apiserver);
+      assertEquals(
+        pass.changes.map((c) => [c.id, c.from, c.to, c.reason, c.message]),
+        [[
+          BAD,
+          "inactive",
+          "active",
+          "ParentCrashLooping",
+          "parent crash-looping on an unproven spec: kept version 1 active",
+        ]],
+      );
+      assertEquals(s.plan, { starts: [BAD], stops: [], removes: [] });
+      assert(between(passes(step("bad-rollout"))[1], pass) >= CRASH_LOOP_AFTER_NS);
+      assertEquals(s.staticPodDir, sorted(["etcd.yaml", manifestFileName(BAD)]));
+      assert(s.running.includes(`${BAD}-${NODE}`), s.running.join());
+    });
+
+    await t.step("9: the copy stays while the pod crash-loops and the API server is back", () => {
+      const s = step("copy-stays");
+      const all = passes(s);
+      assertEquals(all.length, 3);
+      for (const pass of all) {
+        assertEquals(pass.sources, { apiserver: "ok", kubelet: "ok", runtime: "ok" });
+        assertEquals(pass.changes, []);
+        assertEquals(pass.plan.state[BAD], { state: "active" });
+      }
+      assertEquals(s.plan, { starts: [], stops: [], removes: [] });
+      assert(between(all[0], all[2]) >= 4n * 60_000_000_000n);
+      assertEquals(s.staticPodDir, sorted(["etcd.yaml", manifestFileName(BAD)]));
+      assert(s.running.includes(`${BAD}-${NODE}`), s.running.join());
+    });
+
+    await t.step("10: the operator rolls back through the API the copy serves", () => {
+      const s = step("rolled-back");
+      const [pass] = passes(s);
+      assert(FIXED.startsWith("kube-system/kube-apiserver-") && FIXED !== BAD, FIXED);
+      assertEquals(pass.sources, { apiserver: "ok", kubelet: "ok", runtime: "ok" });
+      assertEquals(changeRows(pass), [
+        [BAD, "active", "active-grace", "ParentDeleted"],
+        [FIXED, "none", "inactive", "ParentRunning"],
+      ]);
+      assertEquals(pass.plan.stops, [FIXED]);
+      const badCandidate = `${versionsDir({ inactiveDir: INACTIVE_DIR }, BAD)}/${CANDIDATE_FILE}`;
+      assert(pass.disk.removed.includes(badCandidate), pass.disk.removed.join());
+      assertEquals(s.staticPodDir, sorted(["etcd.yaml", manifestFileName(BAD)]));
+      assert(s.running.includes(`${BAD}-${NODE}`) && s.running.includes(FIXED));
+    });
+
+    await t.step("11: the copy is withdrawn, and the new pod serves", () => {
+      const s = step("copy-withdrawn");
+      const [withdrawn, hole, serving] = passes(s);
+      assertEquals(changeRows(withdrawn), [[BAD, "active-grace", "remove", "Superseded"]]);
+      assertEquals(withdrawn.plan.removes, [BAD]);
+      assert(withdrawn.disk.removed.includes(`${STATIC_POD_DIR}/${manifestFileName(BAD)}`));
+      // Between the copy and the new pod's restart the agent sees no API server, and waits.
+      assert(hole.sources.apiserver.startsWith("unreachable"), hole.sources.apiserver);
+      assertEquals([hole.changes, hole.plan.starts], [[], []]);
+      assertEquals(serving.sources, { apiserver: "ok", kubelet: "ok", runtime: "ok" });
+      assertEquals(serving.changes, []);
+      assertEquals(Object.keys(serving.plan.state), [FIXED, CONTROLLER_MANAGER]);
+      assertEquals(serving.plan.state[FIXED], { state: "inactive" });
+      assertEquals(s.staticPodDir, ["etcd.yaml"]);
+      assert(s.running.includes(FIXED) && !s.running.some((id) => id.startsWith(BAD)));
+    });
+
     await t.step("the node's directory and every temp file are gone", async () => {
       assertEquals(result.leftBehind, []);
       assert(result.node.root.startsWith(tmp));
@@ -175,6 +299,13 @@ Deno.test("the narration tells every step, keeps log lines out, and ends with th
       assert(run.stdout.includes(`${i + 1}/${STEPS.length} `), title);
     }
     assert(run.stdout.includes("61 s later"));
+    assert(run.stdout.includes("30 s later"));
+    // The reason line, however the narration wraps it.
+    assert(
+      run.stdout.replace(/\s+/g, " ").includes(
+        "why: ParentCrashLooping: parent crash-looping on an unproven spec: kept version 1 active",
+      ),
+    );
     assert(run.stdout.trimEnd().endsWith("Demo OK."));
     assert(!run.stdout.includes('"level"') && !run.stderr.includes('"level"'), run.stderr);
     assertEquals(await entries(tmp), []);
@@ -208,7 +339,7 @@ for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
       assert(sent, stdout);
       assertEquals(status.code, code, await stderr);
       assert(stdout.includes(`interrupted by ${signal}`), stdout);
-      assert(!stdout.includes("2/6"), "the story went on after the signal");
+      assert(!stdout.includes(`2/${STEPS.length}`), "the story went on after the signal");
       assertEquals(await entries(tmp), []);
     });
   });
