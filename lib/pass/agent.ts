@@ -15,7 +15,7 @@
  */
 import { join } from "node:path";
 import type { Config } from "../config/types.ts";
-import { checkpointIdOf, type Pod } from "../core/pod.ts";
+import { checkpointIdOf, type Pod, podId } from "../core/pod.ts";
 import { type PassResult, runPass } from "../core/pass.ts";
 import type { Clock, Instant } from "../core/time.ts";
 import { totalBytesWritten } from "../disk/atomic_write.ts";
@@ -74,24 +74,29 @@ interface Planned {
 function crashLoopPods(obs: Observation): CrashLoopPod[] {
   const o = obs.input.observations;
   const objects = new Map<string, Pod>();
-  for (
-    const pod of [
-      ...(o.kubeletAvailable ? o.localParents : []),
-      ...(o.apiAvailable ? o.apiParents : []),
-    ]
-  ) {
-    if (pod.metadata.uid !== undefined) objects.set(pod.metadata.uid, pod);
+  /** The uid each listed parent has now: an older pod of the same name is no parent any more. */
+  const current = new Map<string, string>();
+  const listed = [
+    ...(o.kubeletAvailable ? o.localParents : []),
+    ...(o.apiAvailable ? o.apiParents : []),
+  ];
+  for (const pod of listed) {
+    if (pod.metadata.uid === undefined) continue;
+    objects.set(pod.metadata.uid, pod);
+    current.set(podId(pod), pod.metadata.uid);
   }
-  return obs.running.map((r) => {
+  return obs.running.flatMap((r) => {
+    const id = `${r.namespace}/${r.name}`;
+    if ((current.get(id) ?? r.uid) !== r.uid) return [];
     const object = objects.get(r.uid);
-    return {
-      id: `${r.namespace}/${r.name}`,
+    return [{
+      id,
       uid: r.uid,
       restarts: r.restarts,
       containerRunning: r.containerRunning,
       ready: object !== undefined &&
         parentReadiness(object, { running: true, active: false }).ready,
-    };
+    }];
   });
 }
 
