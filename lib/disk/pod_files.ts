@@ -122,6 +122,7 @@ async function prune(
   dir: string,
   prefix: string,
   files: Map<string, Uint8Array>,
+  dirs: Set<string>,
   access: StoredAccess,
   syncs: DirSyncs,
 ): Promise<number> {
@@ -129,8 +130,8 @@ async function prune(
   const entries = await ownedEntries(dir, access.dir);
   for (const entry of entries.dirs) {
     const rel = `${prefix}${entry.name}`, path = join(dir, entry.name);
-    removed += await prune(path, `${rel}/`, files, access, syncs);
-    if (![...files.keys()].some((file) => file.startsWith(`${rel}/`))) {
+    removed += await prune(path, `${rel}/`, files, dirs, access, syncs);
+    if (!dirs.has(rel)) {
       await Deno.remove(path);
       syncs.removed(path);
     }
@@ -182,8 +183,9 @@ async function writeVolume(
   const { summary, syncs, verified } = writes;
   const { root, dir } = volume;
   await ownTree(root, dir, access.dir, { sync: syncs });
-  summary.removed += await prune(dir, "", files, access, syncs);
-  for (const sub of [...neededDirs(files.keys())].sort()) {
+  const dirs = neededDirs(files.keys());
+  summary.removed += await prune(dir, "", files, dirs, access, syncs);
+  for (const sub of [...dirs].sort()) {
     await ownTree(dir, join(dir, sub), access.dir, { above: access.dir, sync: syncs });
   }
   await forEachSettled([...files.keys()].sort(), FILES_IN_FLIGHT, async (path) => {
