@@ -146,12 +146,11 @@ export async function readStoredVersions(
   trees: Pick<CheckpointTrees, "inactiveDir">,
   id: string,
 ): Promise<StoredVersions> {
-  const dir = ownVersionsDir(trees, id);
+  const dir = versionsDir(trees, id);
   const out: StoredVersions = { versions: [], problems: [] };
-  if (dir === undefined) {
-    if (ownTreeState(trees.inactiveDir, versionsDir(trees, id)) === "foreign") {
-      out.problems.push(`${versionsDir(trees, id)}: not a directory of the agent's; not read`);
-    }
+  const state = ownTreeState(trees.inactiveDir, dir);
+  if (state !== "own") {
+    if (state === "foreign") out.problems.push(`${dir}: not a directory of the agent's; not read`);
     return out;
   }
   const numbers: number[] = [];
