@@ -28,7 +28,7 @@ import { converge, desiredActions, withdraw } from "./converge.ts";
 import { type CrashLoopPod, CrashLoops } from "./crash_loops.ts";
 import { parentReadiness } from "../core/promotion.ts";
 import { CRASH_LOOPING_REASON } from "../core/reasons.ts";
-import { keptVersionOf, readStoredVersions } from "../disk/versions.ts";
+import { versionsView } from "../disk/versions.ts";
 import type { StatusRecord } from "../store/status_record.ts";
 import { ManifestDirChecks } from "./manifest_dirs.ts";
 import { ManifestNamer } from "./names.ts";
@@ -280,10 +280,8 @@ export class Agent {
       if (record.reason !== CRASH_LOOPING_REASON || record.state !== "active") continue;
       const file = [...obs.manifestFiles.inactive].find(([, id]) => id === record.id)?.[0];
       if (file === undefined) continue;
-      const stored = await readStoredVersions(config, record.id);
-      const text = await Deno.readTextFile(join(config.inactiveDir, file)).catch(() => undefined);
-      const kept = text === undefined ? undefined : keptVersionOf(stored, text);
-      if (stored.candidate && kept !== undefined) resumed.set(record.id, kept);
+      const view = await versionsView(config, record.id, file);
+      if (view.candidate && view.kept !== undefined) resumed.set(record.id, view.kept);
     }
     return resumed;
   }
