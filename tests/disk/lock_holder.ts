@@ -1,18 +1,16 @@
 /**
  * A second process for the lock tests, as another agent or as a local user racing the agent:
- * - `lock_holder.ts PATH`: an agent: takes the lock at PATH and prints `acquired <pid>` (then
- *   holds it until killed or stdin closes), `held <pid>`, or `no lock: <problem>`.
- * - `lock_holder.ts --flock PATH`: what any local user can do to a lock file: open it as it is
- *   (following links, creating it where the user may, read-only where the user may only read),
- *   flock it and print `flocked <pid>` (or `busy`), holding it until stdin closes.
- * `startHolder` runs it; with `{ user: true }` as uid and gid 65534 with no groups (setpriv).
- * `whileUserHolds` has that user hold a lock file's flock while a test runs.
+ * `lock_holder.ts PATH`: an agent: takes the lock at PATH and prints `acquired <pid>` (then holds
+ * it until killed or stdin closes), `held <pid>`, or `no lock: <problem>`.
+ * `startHolder` runs it. `whileUserHolds` has an unprivileged local user (uid and gid 65534, no
+ * groups: setpriv) hold a lock file's flock while a test runs, as any user can: open it as it is
+ * (following links, creating it where the user may, read-only where the user may only read) and
+ * flock it, with Debian's python3 (tests/helpers/local_user.ts), not with this file.
  */
 import { acquireLock, isLock } from "../../lib/disk/lock.ts";
+import { asUser as asUserCommand, PYTHON } from "../helpers/local_user.ts";
 
 export const USER = 65534;
-/** setpriv's arguments that run a command as the unprivileged USER. */
-const AS_USER = [`--reuid=${USER}`, `--regid=${USER}`, "--clear-groups"];
 const HOLDER = new URL(import.meta.url).pathname;
 
 export interface Holder {
@@ -23,14 +21,28 @@ export interface Holder {
   stop(): Promise<number>;
 }
 
-export async function startHolder(
-  args: string[],
-  options: { user?: boolean } = {},
-): Promise<Holder> {
-  const deno = [Deno.execPath(), "run", "--allow-all", "--quiet", HOLDER, ...args];
-  const [command, ...rest] = options.user ? ["setpriv", ...AS_USER, ...deno] : deno;
+/** What the local user runs: prints `flocked <pid>` or `busy`, then holds until stdin closes. */
+const USER_FLOCK = `
+import fcntl, os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+except OSError:
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print(f"flocked {os.getpid()}", flush=True)
+except BlockingIOError:
+    print("busy", flush=True)
+sys.stdin.read()
+`;
+
+export function startHolder(args: string[]): Promise<Holder> {
+  return spawnHolder(Deno.execPath(), ["run", "--allow-all", "--quiet", HOLDER, ...args]);
+}
+
+async function spawnHolder(command: string, args: string[]): Promise<Holder> {
   const child = new Deno.Command(command, {
-    args: rest,
+    args,
     stdin: "piped",
     stdout: "piped",
     stderr: "inherit",
@@ -53,7 +65,8 @@ export async function startHolder(
 
 /** Runs `fn` while the unprivileged USER holds the flock of the file at `path` (creating it). */
 export async function whileUserHolds(path: string, fn: () => Promise<void>): Promise<void> {
-  const user = await startHolder(["--flock", path], { user: true });
+  const [setpriv, ...args] = asUserCommand(USER);
+  const user = await spawnHolder(setpriv, [...args, PYTHON, "-c", USER_FLOCK, path]);
   let code;
   try {
     if (user.line !== `flocked ${user.child.pid}`) throw new Error(`no flock: ${user.line}`);
@@ -66,7 +79,8 @@ export async function whileUserHolds(path: string, fn: () => Promise<void>): Pro
 
 /** Runs a command as the unprivileged USER, as a local user would; throws when it fails. */
 export async function asUser(command: string, ...args: string[]): Promise<void> {
-  const out = await new Deno.Command("setpriv", { args: [...AS_USER, command, ...args] }).output();
+  const [setpriv, ...as] = asUserCommand(USER);
+  const out = await new Deno.Command(setpriv, { args: [...as, command, ...args] }).output();
   if (!out.success) {
     throw new Error(`${command} ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
   }
@@ -89,15 +103,4 @@ async function asAgent(path: string) {
   }
 }
 
-async function asLocalUser(path: string) {
-  const file = await Deno.open(path, { read: true, write: true, create: true })
-    .catch(() => Deno.open(path, { read: true }));
-  console.log(await file.tryLock(true) ? `flocked ${Deno.pid}` : "busy");
-  await untilStdinCloses();
-  file.close();
-}
-
-if (import.meta.main) {
-  if (Deno.args[0] === "--flock") await asLocalUser(Deno.args[1]);
-  else await asAgent(Deno.args[0]);
-}
+if (import.meta.main) await asAgent(Deno.args[0]);

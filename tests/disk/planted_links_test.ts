@@ -22,6 +22,7 @@ import { pruneVersions, readStoredVersions, writeVersion } from "../../lib/disk/
 import { AgentStores } from "../../lib/store/agent_stores.ts";
 import { LogCapture } from "../helpers/log_capture.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { asUser, PYTHON } from "../helpers/local_user.ts";
 import { statusRecord } from "../store/records.ts";
 import { type Entry, tree } from "../helpers/tree.ts";
 
@@ -50,9 +51,6 @@ function volumeOf(root: string, dir: string, files: Record<string, string>): Vol
   return { volume: "certs", root, dir, sources };
 }
 
-/** Debian's, which any user can run (a python3 on root's PATH may be root's own). */
-const PYTHON = "/usr/bin/python3";
-
 /**
  * A container's process, as its pod's user, in its volume's directory (where its mount puts it),
  * swapping the directory `sub` for a link to `target` and back as fast as it can, and planting
@@ -72,8 +70,9 @@ while time.monotonic() < end:
         except OSError:
             pass
 `;
-  return new Deno.Command("setpriv", {
-    args: [`--reuid=${USER}`, `--regid=${USER}`, "--clear-groups", PYTHON, "-c", script],
+  const [setpriv, ...args] = asUser(USER);
+  return new Deno.Command(setpriv, {
+    args: [...args, PYTHON, "-c", script],
     cwd,
     stdout: "null",
     stderr: "piped",
