@@ -21,6 +21,9 @@ readonly RULES_FILE=prometheus/ckpt-agent.rules.yml
 readonly UNIT_DROP_INS=/etc/systemd/system/ckpt-agent.service.d
 readonly CONFIG_DIR=/etc/ckpt-agent
 readonly CONFIG=/etc/ckpt-agent/config.yaml
+# The admin token the unit and the verbs use by default (adminTokenFile in lib/config/settings.ts):
+# made on each node, never shipped in a package, never replaced.
+readonly ADMIN_TOKEN=/etc/ckpt-agent/admin-token
 readonly STATE_DIR=/var/lib/ckpt-agent
 readonly KUBE_DIR=/etc/kubernetes
 readonly MANIFESTS_DIR=/etc/kubernetes/manifests
@@ -44,6 +47,7 @@ usage() {
   cat <<EOF
 usage: install.sh [--root DIR [--package]] [--binary PATH]
        install.sh [--root DIR [--package]] --uninstall [--purge]
+       install.sh [--root DIR] --admin-token
 
 Installs ckpt-agent on this node, then runs 'systemctl daemon-reload' and
 'systemctl enable --now ${NAME}' (restarting it when its binary or unit changed).
@@ -55,6 +59,7 @@ EOF
   row "$UNIT" 0644 "the systemd unit"
   row "${SHARE_DIR}/${RULES_FILE}" 0644 "Prometheus alert rules, to copy"
   row "$CONFIG" 0644 "default configuration, never overwritten"
+  row "$ADMIN_TOKEN" 0600 "admin token, random, made where missing (not with --package)"
   row "$STATE_DIR" 0700
   for dir in "${CHECKPOINT_DIRS[@]}"; do row "$dir" 0700; done
   row "$MANIFESTS_DIR" 0755 "only if missing (it is the kubelet's)"
@@ -66,6 +71,8 @@ options:
   --package      with --root: the Debian package's layout (deno task deb): the binary in
                  /usr/bin, the unit in /usr/lib/systemd/system (its ExecStart changed to
                  match), the rules in /usr/share/ckpt-agent, and not ${MANIFESTS_DIR}
+                 nor the admin token (the package's postinst makes it on the node)
+  --admin-token  only make the admin token where it is missing (the package's postinst)
   --uninstall    stop and disable the service, remove the binary, the unit and the
                  rules; keep the configuration, the state and every checkpoint
   --purge        with --uninstall: also remove ${CONFIG_DIR}, ${STATE_DIR},
@@ -98,6 +105,7 @@ binary_given=false
 uninstall=false
 purge=false
 package=false
+token_only=false
 
 while (($#)); do
   case "$1" in
@@ -117,6 +125,7 @@ while (($#)); do
     --package) package=true; shift ;;
     --uninstall) uninstall=true; shift ;;
     --purge) purge=true; shift ;;
+    --admin-token) token_only=true; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage_error "unknown argument: $1" ;;
   esac
@@ -125,6 +134,9 @@ done
 if $purge && ! $uninstall; then usage_error "--purge goes with --uninstall"; fi
 if $uninstall && $binary_given; then usage_error "--binary makes no sense with --uninstall"; fi
 if $package && ! $staging; then usage_error "--package goes with --root"; fi
+if $token_only && ($uninstall || $binary_given || $package); then
+  usage_error "--admin-token goes alone, or with --root"
+fi
 # The package's files are the distribution's (/usr), its unit a vendor unit (which the operator's
 # /etc/systemd/system overrides); the kubelet's directory is not staged, so that dpkg never owns
 # it and never removes it.
@@ -192,6 +204,27 @@ install_unit() {
   unit_copy="$(mktemp)"
   sed "s|^ExecStart=${UNIT_EXEC} |ExecStart=${BIN} |" -- "$shipped" >"$unit_copy"
   install_file "$unit_copy" "$UNIT" 0644
+}
+
+# The admin token: 32 random bytes in hex, 0600, written through a temp file and a rename so that
+# the agent never reads half a token. One that is there is the operator's (perhaps rotated): kept.
+ensure_admin_token() {
+  local target="${root}${ADMIN_TOKEN}"
+  if [[ -e "$target" || -L "$target" ]]; then
+    report unchanged "$ADMIN_TOKEN"
+    return
+  fi
+  mkdir -p -- "$(dirname -- "$target")"
+  # mktemp makes the file 0600 before anything is written in it.
+  pending_temp="$(mktemp -- "$(dirname -- "$target")/.$(basename -- "$target").XXXXXX")"
+  od -An -vtx1 -N32 /dev/urandom | tr -d ' \n' >"$pending_temp"
+  echo >>"$pending_temp"
+  chmod 0600 -- "$pending_temp"
+  sync -- "$pending_temp"
+  mv -f -- "$pending_temp" "$target"
+  pending_temp=""
+  sync -- "$(dirname -- "$target")"
+  report created "$ADMIN_TOKEN"
 }
 
 # Creates root+DIR with MODE; with "enforce", also resets the mode of an existing directory.
@@ -263,6 +296,7 @@ do_install() {
   else
     report kept "$CONFIG"
   fi
+  $package || ensure_admin_token
 
   if $staging; then return; fi
   systemctl daemon-reload
@@ -312,7 +346,13 @@ ${active}"
   fi
 }
 
-if $uninstall; then do_uninstall; else do_install; fi
+if $token_only; then
+  ensure_admin_token
+elif $uninstall; then
+  do_uninstall
+else
+  do_install
+fi
 
 if ((changes == 0)); then
   echo "${NAME}: unchanged"

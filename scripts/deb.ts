@@ -7,10 +7,12 @@
  * configuration and the alert rules, and the agent's directories. Added here: the manual page
  * (scripts/man_page.ts), the README, the copyright file (deb/copyright, then the license of each
  * npm package the lock file pins), the changelog, the lintian overrides, and the control files:
- * the maintainer scripts from deb/ (install.sh goes into postrm, which runs after dpkg has removed
- * the package's files), every file under /etc as a conffile, md5sums, and the control file, which
- * dpkg-gencontrol writes from deb/control and deb/changelog with the libraries dpkg-shlibdeps
- * finds the binary needs. dpkg-deb builds the package with root as every file's owner.
+ * the maintainer scripts from deb/ (install.sh goes into postinst, which makes the admin token
+ * with it, and into postrm, which runs after dpkg has removed the package's files), every file
+ * under /etc as a conffile (the admin token is not one: postinst makes it), md5sums, and the
+ * control file, which dpkg-gencontrol writes from deb/control and deb/changelog with the
+ * libraries dpkg-shlibdeps finds the binary needs. dpkg-deb builds the package with root as
+ * every file's owner.
  *
  * Without --binary, the binary is compiled from this tree first (scripts/compile.ts, which needs
  * denort: see docs/building.md), so that the package's version and its binary agree. The tools
@@ -28,7 +30,11 @@ import { type CachedNpmPackage, lockedNpmPackages } from "./npm_cache.ts";
 const REPO = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
 const PACKAGE = "ckpt-agent";
 const MAINTAINER_SCRIPTS = ["postinst", "prerm", "postrm"];
-/** The line of deb/postrm that install.sh replaces, inside a here-document ended by INSTALL_SH. */
+/**
+ * The maintainer scripts that run install.sh, and their line that it replaces, inside a
+ * here-document ended by INSTALL_SH.
+ */
+const WITH_INSTALL_SH = ["postinst", "postrm"];
 const INSTALL_SH_MARK = "# scripts/deb.ts puts install.sh here.";
 const LICENSE_FILE = /^(licen[cs]e|copying)(\.(md|txt))?$/i;
 /** A license whose text Debian ships in /usr/share/common-licenses. */
@@ -120,16 +126,18 @@ async function copyright(): Promise<string> {
   return parts.join("\n");
 }
 
-/** The maintainer script from deb/, with install.sh in postrm's here-document. */
+/** The maintainer script from deb/, with install.sh in its here-document if it has one. */
 async function maintainerScript(name: string): Promise<string> {
   const script = await Deno.readTextFile(join(REPO, "deb", name));
-  if (name !== "postrm") return script;
+  if (!WITH_INSTALL_SH.includes(name)) return script;
   const installSh = await Deno.readTextFile(join(REPO, "install.sh"));
   if (script.split("\n").filter((line) => line === INSTALL_SH_MARK).length !== 1) {
-    throw new Error(`deb/postrm: no single line "${INSTALL_SH_MARK}"`);
+    throw new Error(`deb/${name}: no single line "${INSTALL_SH_MARK}"`);
   }
   if (installSh.split("\n").includes("INSTALL_SH")) {
-    throw new Error("install.sh has a line INSTALL_SH, which would end postrm's here-document");
+    throw new Error(
+      "install.sh has a line INSTALL_SH, which would end a maintainer script's here-document",
+    );
   }
   return script.replace(INSTALL_SH_MARK, installSh.trimEnd());
 }

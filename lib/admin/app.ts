@@ -218,9 +218,9 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
   /** Undefined when the request carries the token; else the answer that refuses it. */
   const refused = async (c: Context) => {
     const challenge = { "WWW-Authenticate": 'Bearer realm="ckpt-agent"' };
-    switch (await token.authorize(c.req.header("authorization"))) {
-      case "disabled":
-        return fail(c, 403, "mutating requests are disabled on this agent (its log says why)");
+    const authorization = await token.authorize(c.req.header("authorization"));
+    if (typeof authorization === "object") return fail(c, 403, authorization.disabled);
+    switch (authorization) {
       case "missing":
         return fail(c, 401, "missing bearer token", challenge);
       case "wrong":

@@ -3,7 +3,8 @@
  *
  * The file must be a regular file (not a symlink), belong to root or to the agent's user, have no
  * group or other permission bits, and hold one non-empty token; otherwise mutating requests are
- * disabled and the log says why. The file is read at start and read again whenever it changes
+ * disabled, and the log (at warn) and each refused request say why, naming the file and the
+ * setting. install.sh and the Debian package make the default file on the node. The file is read at start and read again whenever it changes
  * (one lstat per mutating request compares its inode, size, mode, owner and times), so a token
  * can be created, rotated or revoked without restarting the agent — which, during an outage, is
  * the one process that must keep running.
@@ -12,25 +13,41 @@
  * compared with timingSafeEqual, so neither the token's length nor its content shows in timing.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
+import { type SettingKey, SETTINGS } from "../config/settings.ts";
 import type { Logger } from "../util/log.ts";
 import { statIdentity } from "../disk/verified_files.ts";
+
+/** The setting that names the token file. */
+const SETTING = "adminTokenFile" satisfies SettingKey;
 
 /** Far above any sensible token; a bigger file is not a token file. */
 export const MAX_TOKEN_FILE_BYTES = 4096;
 
 export type TokenState =
   | { enabled: true; digest: Uint8Array }
-  | { enabled: false; reason: string; expected: boolean };
+  | { enabled: false; reason: string };
 
-/** What a request's Authorization header earns it. */
-export type Authorization = "ok" | "missing" | "wrong" | "disabled";
+/**
+ * What a request's Authorization header earns it; while mutating requests are disabled, the
+ * refusal, which says why and what to do.
+ */
+export type Authorization = "ok" | "missing" | "wrong" | { disabled: string };
 
 function digest(token: string): Uint8Array {
   return createHash("sha256").update(token).digest();
 }
 
-function disabled(reason: string, expected = false): TokenState {
-  return { enabled: false, reason, expected };
+function disabled(reason: string): TokenState {
+  return { enabled: false, reason };
+}
+
+/**
+ * What to do about a token file that cannot be used, for the agent's log and refusals and for
+ * the command line's: the setting that names the file, and what the file must be.
+ */
+export function tokenFileFix(path: string): string {
+  return `set ${SETTING} (--${SETTINGS[SETTING].flag}) to a token file, or make ${path} ` +
+    "a regular file of root's, mode 0600, holding one random word";
 }
 
 async function readAtMost(file: Deno.FsFile, limit: number): Promise<Uint8Array> {
@@ -121,7 +138,7 @@ export class AdminToken {
       this.#state = info
         ? await readTokenFile(this.path, info)
         : key === "absent"
-        ? disabled(`no token file at ${this.path}`, true)
+        ? disabled(`no token file at ${this.path}`)
         : disabled(`cannot read ${this.path}: ${key.slice("error: ".length)}`);
     } catch (e) {
       this.#state = disabled(`cannot read ${this.path}: ${(e as Error).message}`);
@@ -135,15 +152,23 @@ export class AdminToken {
     if (state.enabled) {
       this.#log.info("admin: mutating requests enabled", { tokenFile: this.path });
     } else {
-      const log = state.expected ? this.#log.info : this.#log.warn;
-      log("admin: mutating requests disabled", { tokenFile: this.path, reason: state.reason });
+      this.#log.warn("admin: mutating requests disabled", {
+        tokenFile: this.path,
+        reason: state.reason,
+        fix: tokenFileFix(this.path),
+      });
     }
   }
 
   /** Checks an `Authorization: Bearer <token>` header against the token file. */
   async authorize(header: string | undefined): Promise<Authorization> {
     const state = await this.current();
-    if (!state.enabled) return "disabled";
+    if (!state.enabled) {
+      return {
+        disabled: `mutating requests are disabled on this agent: ${state.reason}; ` +
+          tokenFileFix(this.path),
+      };
+    }
     const presented = header === undefined ? null : BEARER.exec(header);
     if (!presented) return "missing";
     return timingSafeEqual(digest(presented[1]), state.digest) ? "ok" : "wrong";

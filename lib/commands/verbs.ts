@@ -7,6 +7,7 @@
  */
 import { adminPostJson } from "../admin/client.ts";
 import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
+import { tokenFileFix } from "../admin/token.ts";
 import { commandOptions } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "../cli/errors.ts";
 import { outputFormat } from "../cli/output.ts";
@@ -38,13 +39,21 @@ function exitCodeOfStatus(status: number): number {
   return status === 400 ? 2 : EXIT_FAILURE;
 }
 
-async function readToken(file: string): Promise<string | undefined> {
+/** The token, or why this command cannot send one. */
+async function readToken(file: string): Promise<{ token: string } | { problem: string }> {
+  let text;
   try {
-    return (await Deno.readTextFile(file)).trim() || undefined;
-  } catch {
-    // The agent says what is wrong with its token file (401 or 403).
-    return undefined;
+    text = await Deno.readTextFile(file);
+  } catch (e) {
+    const problem = e instanceof Deno.errors.NotFound
+      ? "does not exist"
+      : e instanceof Deno.errors.PermissionDenied
+      ? "is not readable by this user (run the command as root)"
+      : `cannot be read: ${(e as Error).message}`;
+    return { problem };
   }
+  const token = text.trim();
+  return token === "" ? { problem: "is empty" } : { token };
 }
 
 /** The running agent's answer, or why no agent answered. */
@@ -56,18 +65,27 @@ async function throughAgent(config: Config, request: VerbRequest): Promise<Done 
   if (request.to !== undefined) query.set("to", String(request.to));
   if (request.force) query.set("force", "true");
   const path = `/v1/checkpoints/${request.id}/${request.verb}${query.size ? `?${query}` : ""}`;
+  const token = await readToken(config.adminTokenFile);
   let reply;
   try {
     reply = await adminPostJson(
       listen,
       path,
-      await readToken(config.adminTokenFile),
+      "token" in token ? token.token : undefined,
       VERB_TIMEOUT_MS,
     );
   } catch (e) {
     return `no agent answered at ${address}: ${(e as Error).message}`;
   }
   const body = reply.body as { error?: string } & VerbResult;
+  // Asked for the token this command could not send: what is wrong is on this side.
+  if (reply.status === 401 && "problem" in token) {
+    throw new CommandError(
+      `the agent at ${address} needs its admin token, and ${config.adminTokenFile} ` +
+        `${token.problem}; ${tokenFileFix(config.adminTokenFile)}`,
+      EXIT_FAILURE,
+    );
+  }
   if (reply.status !== 200) {
     throw new CommandError(
       `the agent at ${address} refused: ${body.error ?? reply.status}`,

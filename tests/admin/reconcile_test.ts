@@ -27,15 +27,21 @@ function startupReason(f: DaemonFixture): string | undefined {
   return line?.reason as string | undefined;
 }
 
-Deno.test("no token file: mutating requests answer 403, and the start-up log says why", async () => {
+Deno.test("no token file: mutating requests answer 403 naming the file and the setting, as the start-up log does", async () => {
   await withServedDaemon({}, async (f) => {
+    const file = f.config.adminTokenFile;
     for (const auth of [undefined, `Bearer ${TOKEN}`]) {
       const { body } = await expectStatus(f, auth, 403);
       assertEquals(body, {
-        error: "mutating requests are disabled on this agent (its log says why)",
+        error: `mutating requests are disabled on this agent: no token file at ${file}; ` +
+          `set adminTokenFile (--admin-token-file) to a token file, or make ${file} a regular ` +
+          "file of root's, mode 0600, holding one random word",
       });
     }
-    assertEquals(startupReason(f), `no token file at ${f.config.adminTokenFile}`);
+    assertEquals(startupReason(f), `no token file at ${file}`);
+    const [line] = f.log.find("admin: mutating requests disabled");
+    assertEquals([line.level, line.tokenFile], ["warn", file]);
+    assert(String(line.fix).includes("adminTokenFile (--admin-token-file)"), String(line.fix));
     assertEquals(f.daemon.lastReport, undefined);
   });
 });

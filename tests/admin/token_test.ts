@@ -1,7 +1,7 @@
 /** The token file's rules, on real files: what enables mutating requests, and what does not. */
-import { deepStrictEqual as assertEquals } from "node:assert/strict";
+import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
-import { AdminToken, MAX_TOKEN_FILE_BYTES } from "../../lib/admin/token.ts";
+import { AdminToken, MAX_TOKEN_FILE_BYTES, tokenFileFix } from "../../lib/admin/token.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 import { LogCapture } from "./harness.ts";
 
@@ -94,7 +94,10 @@ Deno.test("the file is read again when it changes: rotated, revoked, restored", 
     const path = join(dir, "token");
     const log = new LogCapture();
     const token = await AdminToken.load(path, log.logger);
-    assertEquals(await token.authorize("Bearer one"), "disabled");
+    const refused = (reason: string) => ({
+      disabled: `mutating requests are disabled on this agent: ${reason}; ${tokenFileFix(path)}`,
+    });
+    assertEquals(await token.authorize("Bearer one"), refused(`no token file at ${path}`));
 
     await writeFile(path, "one");
     assertEquals(await token.authorize("Bearer one"), "ok");
@@ -104,23 +107,27 @@ Deno.test("the file is read again when it changes: rotated, revoked, restored", 
     assertEquals(await token.authorize("Bearer one"), "wrong");
     assertEquals(await token.authorize("Bearer two"), "ok");
     await Deno.chmod(path, 0o644);
-    assertEquals(await token.authorize("Bearer two"), "disabled");
+    assertEquals(
+      await token.authorize("Bearer two"),
+      refused(`${path} has mode 0644; it must be 0600 or stricter (no group or other bits)`),
+    );
     await Deno.chmod(path, 0o600);
     assertEquals(await token.authorize("Bearer two"), "ok");
     await Deno.remove(path);
-    assertEquals(await token.authorize("Bearer two"), "disabled");
+    assertEquals(await token.authorize("Bearer two"), refused(`no token file at ${path}`));
 
-    // Each change is logged once; a missing file is normal (info), an unsafe one is not (warn).
+    // Each change is logged once; disabled at warn, with the setting to set.
     assertEquals(
-      log.lines.map((l) => [l.level, l.msg]),
+      log.lines.map((l) => [l.level, l.msg, l.fix]),
       [
-        ["info", "admin: mutating requests disabled"],
-        ["info", "admin: mutating requests enabled"],
-        ["info", "admin: mutating requests enabled"],
-        ["warn", "admin: mutating requests disabled"],
-        ["info", "admin: mutating requests enabled"],
-        ["info", "admin: mutating requests disabled"],
+        ["warn", "admin: mutating requests disabled", tokenFileFix(path)],
+        ["info", "admin: mutating requests enabled", undefined],
+        ["info", "admin: mutating requests enabled", undefined],
+        ["warn", "admin: mutating requests disabled", tokenFileFix(path)],
+        ["info", "admin: mutating requests enabled", undefined],
+        ["warn", "admin: mutating requests disabled", tokenFileFix(path)],
       ],
     );
+    assert(tokenFileFix(path).startsWith("set adminTokenFile (--admin-token-file) to "));
   });
 });

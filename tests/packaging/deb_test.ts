@@ -4,8 +4,9 @@
  * The package is inspected with dpkg-deb, checked by lintian, and installed into scratch roots
  * with `dpkg --root --force-script-chrootless`: dpkg runs the maintainer scripts on this machine
  * with DPKG_ROOT set to the scratch root, the way image builders install packages. There they
- * enable the unit in the scratch root, must not talk to this machine's systemd, keep an edited
- * configuration through an upgrade, keep the checkpoints on remove, and purge as install.sh does.
+ * enable the unit in the scratch root, make the admin token once, must not talk to this
+ * machine's systemd, keep an edited configuration and the token through an upgrade, keep the
+ * checkpoints on remove, and purge as install.sh does.
  *
  * The package is compressed with xz at level 1 (DPKG_DEB_COMPRESSOR_LEVEL, read by dpkg-deb
  * itself) rather than the default 6, which takes four times as long on the 110 MB binary; the
@@ -32,6 +33,7 @@ const UNIT = "ckpt-agent.service";
 const WANTS_LINK = `etc/systemd/system/multi-user.target.wants/${UNIT}`;
 const ACTIVE_CHECKPOINT = "etc/kubernetes/manifests/kube-system-kube-apiserver.json";
 const FOREIGN_MANIFEST = "etc/kubernetes/manifests/etcd.yaml";
+const ADMIN_TOKEN = "etc/ckpt-agent/admin-token";
 /** What talks to systemd from maintainer scripts; the tests log every call of them. */
 const SYSTEMD_TOOLS = ["systemctl", "deb-systemd-helper", "deb-systemd-invoke"];
 const SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
@@ -231,9 +233,11 @@ async function checkPackage(
       for (const script of ["postinst", "prerm", "postrm"]) {
         assertEquals((await Deno.stat(`${control}/${script}`)).mode! & 0o777, 0o755, script);
       }
-      // postrm carries install.sh, which does the purge.
-      const postrm = await Deno.readTextFile(`${control}/postrm`);
-      assert(postrm.includes(await Deno.readTextFile(`${REPO}/install.sh`)));
+      // postrm carries install.sh, which does the purge; postinst too, which makes the token.
+      for (const script of ["postinst", "postrm"]) {
+        const text = await Deno.readTextFile(`${control}/${script}`);
+        assert(text.includes(await Deno.readTextFile(`${REPO}/install.sh`)), script);
+      }
       const info = ok(await run("dpkg-deb", ["--info", deb]), "dpkg-deb --info").stdout;
       for (const file of ["conffiles", "control", "md5sums", "postinst", "postrm", "prerm"]) {
         assert(new RegExp(`\\s${file}\\s`).test(info), `${file} in:\n${info}`);
@@ -317,6 +321,12 @@ async function checkPackage(
       for (const path of [...pathsOf(packaged, "file"), ...pathsOf(packaged, "dir")]) {
         assertEquals(installed[path], packaged[path], path);
       }
+      // The admin token, made by postinst for this root alone: random, 0600, root's.
+      const tokenPath = `${s.root}/${ADMIN_TOKEN}`;
+      const token = await Deno.readTextFile(tokenPath);
+      assert(/^[0-9a-f]{64}\n$/.test(token), token);
+      const tokenInfo = await Deno.lstat(tokenPath);
+      assertEquals([tokenInfo.mode! & 0o7777, tokenInfo.uid, tokenInfo.gid], [0o600, 0, 0]);
       assertEquals(installed[WANTS_LINK], `link -> /usr/lib/systemd/system/${UNIT}`);
       const calls = await s.calls();
       touchesOnly(calls, s.root);
@@ -330,6 +340,7 @@ async function checkPackage(
       assert(upgrade.stdout.includes("Unpacking ckpt-agent"), upgrade.stdout);
       assertEquals(await Deno.readTextFile(config), edited);
       assertEquals(await s.status(), "install ok installed");
+      assertEquals(await Deno.readTextFile(tokenPath), token);
       touchesOnly(await s.calls(), s.root);
 
       // Remove: the package's files go; the configuration, the state and the checkpoints stay.
@@ -340,7 +351,6 @@ async function checkPackage(
         "etc/kubernetes/inactive-manifests/kube-system-kube-apiserver.json": "{}",
         "etc/kubernetes/checkpoint-secrets/kube-system/kube-apiserver/tls/key": "secret",
         "var/lib/ckpt-agent/status/kube-system_kube-apiserver.json": "{}",
-        "etc/ckpt-agent/admin-token": "token",
       });
       const beforeRemove = await s.tree();
       const removed = ok(await s.dpkg("--remove", "ckpt-agent"), "remove");
@@ -356,6 +366,7 @@ async function checkPackage(
         }
       }
       assertEquals(await Deno.readTextFile(config), edited);
+      assertEquals(await Deno.readTextFile(tokenPath), token);
       touchesOnly(await s.calls(), s.root);
 
       // Purge is refused while the kubelet may run a checkpoint: it stays, with its secrets
@@ -379,6 +390,7 @@ async function checkPackage(
       const purged = await s.tree();
       for (
         const path of [
+          ADMIN_TOKEN,
           "etc/ckpt-agent",
           "var/lib/ckpt-agent",
           "etc/kubernetes/inactive-manifests",

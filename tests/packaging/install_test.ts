@@ -8,6 +8,7 @@ import {
   type Listing,
   listTree,
   run,
+  type RunResult,
   sha256File,
   type Staging,
   UNIT_FILE,
@@ -15,6 +16,7 @@ import {
 } from "./tools.ts";
 
 const ACTIVE_CHECKPOINT = "etc/kubernetes/manifests/kube-system-kube-apiserver.json";
+const ADMIN_TOKEN = "etc/ckpt-agent/admin-token";
 const FOREIGN_MANIFEST = "etc/kubernetes/manifests/etcd.yaml";
 
 async function install(s: Staging, ...extra: string[]) {
@@ -34,6 +36,10 @@ function statuses(stdout: string, root: string): Record<string, string> {
   return out;
 }
 
+function ok(r: RunResult) {
+  assertEquals(r.code, 0, r.stderr);
+}
+
 function without(listing: Listing, ...paths: string[]): Listing {
   return Object.fromEntries(
     Object.entries(listing).filter(([p]) => !paths.some((x) => p === x || p.startsWith(`${x}/`))),
@@ -50,7 +56,7 @@ async function populate(root: string) {
     "etc/kubernetes/checkpoint-secrets/kube-system/kube-apiserver/tls/key": "secret",
     "etc/kubernetes/checkpoint-configmaps/kube-system/kube-apiserver/cfg/a": "value",
     "var/lib/ckpt-agent/status.json": "{}",
-    "etc/ckpt-agent/admin-token": "token",
+    [ADMIN_TOKEN]: "token",
     "etc/systemd/system/ckpt-agent.service.d/override.conf": "[Service]\nRestartSec=1s\n",
     "run/ckpt-agent/lock": "",
   };
@@ -60,12 +66,25 @@ async function populate(root: string) {
   }
 }
 
+/** The staged admin token: random, so checked for its form and then left out of the listing. */
+async function tokenOf(s: Staging, listing: Listing): Promise<string> {
+  const token = await Deno.readTextFile(`${s.root}/${ADMIN_TOKEN}`);
+  assert(/^[0-9a-f]{64}\n$/.test(token), token);
+  assertEquals(listing[ADMIN_TOKEN], `file 0600 ${await sha256File(`${s.root}/${ADMIN_TOKEN}`)}`);
+  // Root's when install.sh runs as root, as it does on a node.
+  assertEquals((await Deno.lstat(`${s.root}/${ADMIN_TOKEN}`)).uid, Deno.uid());
+  delete listing[ADMIN_TOKEN];
+  return token;
+}
+
 Deno.test("install.sh stages every file and directory with its mode", async () => {
   await withStaging(async (s) => {
     const stdout = await install(s);
     const dir = "dir 0755";
     const secretDir = "dir 0700";
-    assertEquals(await listTree(s.root), {
+    const listing = await listTree(s.root);
+    await tokenOf(s, listing);
+    assertEquals(listing, {
       "etc": dir,
       "etc/ckpt-agent": dir,
       "etc/ckpt-agent/config.yaml": `file 0644 ${await sha256File(CONFIG_FILE)}`,
@@ -91,7 +110,7 @@ Deno.test("install.sh stages every file and directory with its mode", async () =
       "var/lib": dir,
       "var/lib/ckpt-agent": secretDir,
     });
-    assertEquals(stdout.trimEnd().split("\n").at(-1), "ckpt-agent: 11 change(s)");
+    assertEquals(stdout.trimEnd().split("\n").at(-1), "ckpt-agent: 12 change(s)");
     // The installed binary is the agent's entry point, and runs.
     const help = await run(`${s.root}/usr/local/bin/ckpt-agent`, ["--help"]);
     assertEquals(help.code, 0);
@@ -134,6 +153,39 @@ Deno.test("install keeps an edited config and the kubelet's directory, fixes our
     assertEquals(status["etc/ckpt-agent/config.yaml"], "kept");
     assertEquals(status["etc/kubernetes/manifests"], "unchanged");
     assertEquals(status["etc/kubernetes/checkpoint-secrets"], "mode 0700");
+  });
+});
+
+Deno.test("the admin token is made once: kept by every later install, whatever it holds; purge removes it", async () => {
+  await withStaging(async (s) => {
+    await install(s);
+    const first = await tokenOf(s, await listTree(s.root));
+    await install(s);
+    assertEquals(await tokenOf(s, await listTree(s.root)), first);
+    // An operator's token (rotated, say) is theirs, even one the agent would refuse.
+    const path = `${s.root}/${ADMIN_TOKEN}`;
+    await Deno.writeTextFile(path, "operator's\n", { mode: 0o640 });
+    await Deno.chmod(path, 0o640);
+    const stdout = await install(s);
+    assertEquals(statuses(stdout, s.root)[ADMIN_TOKEN], "unchanged");
+    assertEquals(await Deno.readTextFile(path), "operator's\n");
+    ok(await installSh(["--root", s.root, "--uninstall"]));
+    assertEquals(await Deno.readTextFile(path), "operator's\n");
+    ok(await installSh(["--root", s.root, "--uninstall", "--purge"]));
+    await rejects(Deno.lstat(path), Deno.errors.NotFound);
+  });
+});
+
+Deno.test("--admin-token, as the Debian package's postinst runs it, makes the token alone, once", async () => {
+  await withStaging(async (s) => {
+    const only = await installSh(["--root", s.root, "--admin-token"]);
+    assertEquals(only.stdout, `created    ${s.root}/${ADMIN_TOKEN}\nckpt-agent: 1 change(s)\n`);
+    const listing = await listTree(s.root);
+    const made = await tokenOf(s, listing);
+    assertEquals(listing, { "etc": "dir 0755", "etc/ckpt-agent": "dir 0755" });
+    const again = await installSh(["--root", s.root, "--admin-token"]);
+    assertEquals(again.stdout.trimEnd().split("\n").at(-1), "ckpt-agent: unchanged");
+    assertEquals(await Deno.readTextFile(`${s.root}/${ADMIN_TOKEN}`), made);
   });
 });
 
@@ -259,6 +311,7 @@ Deno.test("--package stages the Debian package's layout: /usr, a vendor unit, no
     await install(s, "--package");
     const listing = await listTree(s.root);
     const files = Object.entries(listing).filter(([, kind]) => kind.startsWith("file "));
+    // No admin token: each node makes its own (the package's postinst).
     assertEquals(files.map(([path]) => path), [
       "etc/ckpt-agent/config.yaml",
       "usr/bin/ckpt-agent",
@@ -337,6 +390,9 @@ Deno.test("install.sh explains itself and rejects bad arguments", async () => {
       ["--bogus"],
       ["--uninstall", "--binary", "/bin/true"],
       ["--package", "--binary", "/bin/true"],
+      ["--admin-token", "--uninstall"],
+      ["--admin-token", "--binary", "/bin/true"],
+      ["--root", "/tmp", "--package", "--admin-token"],
     ]
   ) {
     const r = await installSh(args);
