@@ -25,6 +25,7 @@ import { failed, isConfigurationFailure, type SourceResult } from "../sources/ty
 import type { Fields } from "../util/log.ts";
 import { clockFinding } from "./clock.ts";
 import { describeFailure, error, type Finding, ok, warning } from "./finding.ts";
+import { type FoundKubeconfig, kubeconfigFinding } from "./kubeconfig.ts";
 
 function apiServerFinding(config: Config, result: SourceResult<Pod[]>): Finding {
   const subject = "apiserver";
@@ -218,7 +219,8 @@ function parentFindings(
 
 /**
  * `told`: the fields of what the clients logged while they were asked (a kubelet whose serving
- * certificate did not verify, asked unverified); filled as they are asked.
+ * certificate did not verify, asked unverified); filled as they are asked. `found`: the
+ * kubeconfigs on this node, suggested when the configured one cannot be loaded.
  */
 export async function sourceFindings(
   config: Config,
@@ -226,6 +228,7 @@ export async function sourceFindings(
   kubeconfig: KubeconfigResult,
   now: () => number,
   told: readonly Fields[],
+  found: readonly FoundKubeconfig[],
 ): Promise<Finding[]> {
   const [api, kubelet, running, time] = await Promise.all([
     sources.apiServer.listNodePods(config.nodeName),
@@ -238,7 +241,7 @@ export async function sourceFindings(
   const said = told.find((fields) => fields.kubelet === config.kubeletUrl);
   const unverified = said === undefined ? undefined : String(said.error);
   return [
-    apiServerFinding(config, api),
+    await kubeconfigFinding(config, kubeconfig, found) ?? apiServerFinding(config, api),
     kubeletFinding(config, kubelet, !api.ok, unverified),
     runtimeFinding(config, running),
     ...parentFindings(config, api, kubelet),
