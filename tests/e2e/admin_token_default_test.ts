@@ -10,8 +10,7 @@
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
-import { configAsYamlSettings } from "../../lib/config/load.ts";
-import { SETTINGS } from "../../lib/config/settings.ts";
+import { configAsYamlSettings, defaultConfig } from "../../lib/config/load.ts";
 import { SimNode } from "../../lib/sim/node.ts";
 import { createDirectHttpClient } from "../../lib/util/direct_http.ts";
 import { untilAnswers } from "../helpers/admin_socket.ts";
@@ -21,7 +20,7 @@ import { INSTALL_SH, run } from "../packaging/tools.ts";
 
 const ID = "kube-system/kube-controller-manager-m4t9z";
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
-const TOKEN_FILE = SETTINGS.adminTokenFile.default;
+const TOKEN_FILE = defaultConfig("cp-1").adminTokenFile;
 /** Runs the command after it with /etc overlaid by $UPPER, in a new mount namespace. */
 const OVERLAID_ETC = [
   "unshare",

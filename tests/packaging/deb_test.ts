@@ -14,6 +14,7 @@
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { Buffer } from "node:buffer";
+import { defaultConfig } from "../../lib/config/load.ts";
 import { gitCommit } from "../../lib/git_commit.ts";
 import { debFileName, packageVersion } from "../../scripts/deb.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
@@ -33,7 +34,8 @@ const UNIT = "ckpt-agent.service";
 const WANTS_LINK = `etc/systemd/system/multi-user.target.wants/${UNIT}`;
 const ACTIVE_CHECKPOINT = "etc/kubernetes/manifests/kube-system-kube-apiserver.json";
 const FOREIGN_MANIFEST = "etc/kubernetes/manifests/etcd.yaml";
-const ADMIN_TOKEN = "etc/ckpt-agent/admin-token";
+/** Where the agent and the verbs look for the token by default: where the installs make it. */
+const ADMIN_TOKEN = defaultConfig("cp-1").adminTokenFile.slice(1);
 /** What talks to systemd from maintainer scripts; the tests log every call of them. */
 const SYSTEMD_TOOLS = ["systemctl", "deb-systemd-helper", "deb-systemd-invoke"];
 const SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];

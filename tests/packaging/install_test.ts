@@ -1,5 +1,6 @@
 /** install.sh into a staging root: the layout and modes, idempotence, uninstall, purge, errors. */
 import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
+import { defaultConfig } from "../../lib/config/load.ts";
 import {
   ALERT_RULES,
   CONFIG_FILE,
@@ -16,7 +17,8 @@ import {
 } from "./tools.ts";
 
 const ACTIVE_CHECKPOINT = "etc/kubernetes/manifests/kube-system-kube-apiserver.json";
-const ADMIN_TOKEN = "etc/ckpt-agent/admin-token";
+/** Where the agent and the verbs look for the token by default: where the installs make it. */
+const ADMIN_TOKEN = defaultConfig("cp-1").adminTokenFile.slice(1);
 const FOREIGN_MANIFEST = "etc/kubernetes/manifests/etcd.yaml";
 
 async function install(s: Staging, ...extra: string[]) {
