@@ -4,10 +4,10 @@
  * The file must be a regular file (not a symlink), belong to root or to the agent's user, have no
  * group or other permission bits, and hold one non-empty token; otherwise mutating requests are
  * disabled, and the log (at warn) and each refused request say why, naming the file and the
- * setting. install.sh and the Debian package make the default file on the node. The file is read at start and read again whenever it changes
- * (one lstat per mutating request compares its inode, size, mode, owner and times), so a token
- * can be created, rotated or revoked without restarting the agent — which, during an outage, is
- * the one process that must keep running.
+ * setting. install.sh and the Debian package make the default file on the node. The file is read
+ * at start and read again whenever it changes (one lstat per mutating request compares its
+ * inode, size, mode, owner and times), so a token can be created, rotated or revoked without
+ * restarting the agent — which, during an outage, is the one process that must keep running.
  *
  * Only a SHA-256 digest of the token is kept; a presented token is hashed too and the digests are
  * compared with timingSafeEqual, so neither the token's length nor its content shows in timing.
