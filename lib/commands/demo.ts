@@ -15,7 +15,8 @@ import { type DemoResult, runDemo } from "../demo/run.ts";
 /** The story takes about two seconds; far beyond that, something hangs and the demo gives up. */
 const DEADLINE_MS = 60_000;
 
-const SIGNAL_EXIT: Partial<Record<Deno.Signal, number>> = { SIGINT: 130, SIGTERM: 143 };
+/** The status of a demo a signal ended: 128 + the signal's number, as a shell reports it. */
+export const SIGNAL_EXIT: Partial<Record<Deno.Signal, number>> = { SIGINT: 130, SIGTERM: 143 };
 
 const encoder = new TextEncoder();
 
