@@ -5,7 +5,7 @@
  * which a running agent always holds: a lock held by someone else means an agent runs whose
  * endpoint is off or does not answer, and the verb is refused rather than race it.
  */
-import { adminPostJson } from "../admin/client.ts";
+import { adminPostJson, noAnswer } from "../admin/client.ts";
 import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
 import { commandOptions } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "../cli/errors.ts";
@@ -65,7 +65,7 @@ async function throughAgent(config: Config, request: VerbRequest): Promise<Done 
       VERB_TIMEOUT_MS,
     );
   } catch (e) {
-    return `no agent answered at ${address}: ${(e as Error).message}`;
+    return noAnswer(address, e);
   }
   const body = reply.body as { error?: string } & VerbResult;
   if (reply.status !== 200) {
