@@ -43,11 +43,11 @@ export function adminPostJson(
 const ENOENT = 2, EACCES = 13, ECONNREFUSED = 111;
 
 /**
- * Why no agent answered at the address, in one line: what went wrong, then what to do about it.
- * `no agent answered at unix:/run/ckpt-agent/admin.sock: no such socket; is the daemon running?
- * systemctl status ckpt-agent`.
+ * Why no agent answered at the address, in one line, and what to do about it when nothing else
+ * says: `no agent answered at unix:/run/ckpt-agent/admin.sock: no such socket` and `is the daemon
+ * running? systemctl status ckpt-agent`.
  */
-export function noAnswer(address: string, error: unknown): string {
+export function noAnswer(address: string, error: unknown): { why: string; todo: string } {
   const code = osErrorCode(error);
   const [what, todo] = code === ENOENT
     ? ["no such socket", "is the daemon running? systemctl status ckpt-agent"]
@@ -58,7 +58,7 @@ export function noAnswer(address: string, error: unknown): string {
     : error instanceof Error && error.name === "TimeoutError"
     ? [error.message, "the agent may be stuck: journalctl -u ckpt-agent"]
     : [osErrorText(error), "systemctl status ckpt-agent"];
-  return `no agent answered at ${address}: ${what}; ${todo}`;
+  return { why: `no agent answered at ${address}: ${what}`, todo };
 }
 
 async function adminRequestJson(

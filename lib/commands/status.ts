@@ -61,7 +61,8 @@ async function askAgent(config: Config): Promise<Listing | string> {
   try {
     reply = await adminGetJson(listen, "/v1/checkpoints");
   } catch (e) {
-    return noAnswer(address, e);
+    const { why, todo } = noAnswer(address, e);
+    return `${why}; ${todo}`;
   }
   if (reply.status !== 200) return `the agent at ${address} answered ${reply.status}`;
   const parsed = check(AgentCheckpointsSchema, reply.body);

@@ -65,7 +65,8 @@ async function throughAgent(config: Config, request: VerbRequest): Promise<Done 
       VERB_TIMEOUT_MS,
     );
   } catch (e) {
-    return noAnswer(address, e);
+    // What to do is the verb's to say: it goes on on disk, or says an agent holds the lock.
+    return noAnswer(address, e).why;
   }
   const body = reply.body as { error?: string } & VerbResult;
   if (reply.status !== 200) {
