@@ -8,9 +8,8 @@
  */
 import { commandAbout } from "../lib/cli/help.ts";
 import { type CommandName, COMMANDS, DEFAULT_COMMAND } from "../lib/cli/commands.ts";
-import { EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, EXIT_USAGE } from "../lib/cli/errors.ts";
+import { EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, SIGNAL_EXIT } from "../lib/cli/errors.ts";
 import type { Flag } from "../lib/cli/flags.ts";
-import { SIGNAL_EXIT } from "../lib/commands/demo.ts";
 import {
   CONFIG_FILE_FLAG,
   defaultText,
