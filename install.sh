@@ -17,6 +17,8 @@ UNIT=/etc/systemd/system/ckpt-agent.service
 # Shipped data: the Prometheus alert rules, for operators to copy to their Prometheus.
 SHARE_DIR=/usr/local/share/ckpt-agent
 readonly RULES_FILE=prometheus/ckpt-agent.rules.yml
+# The manual page (scripts/man_page.ts writes it); the package compresses it.
+MAN_PAGE=/usr/local/share/man/man8/ckpt-agent.8
 # Drop-ins (`systemctl edit ckpt-agent`): the operator's, removed only by purge.
 readonly UNIT_DROP_INS=/etc/systemd/system/ckpt-agent.service.d
 readonly CONFIG_DIR=/etc/ckpt-agent
@@ -58,6 +60,7 @@ EOF
   row "$BIN" 0755 "the binary, replaced atomically"
   row "$UNIT" 0644 "the systemd unit"
   row "${SHARE_DIR}/${RULES_FILE}" 0644 "Prometheus alert rules, to copy"
+  row "$MAN_PAGE" 0644 "the manual page, ckpt-agent(8)"
   row "$CONFIG" 0644 "default configuration, never overwritten"
   row "$ADMIN_TOKEN" 0600 "admin token, random, made where missing (not with --package)"
   row "$STATE_DIR" 0700
@@ -144,8 +147,9 @@ if $package; then
   BIN=/usr/bin/ckpt-agent
   UNIT=/usr/lib/systemd/system/ckpt-agent.service
   SHARE_DIR=/usr/share/ckpt-agent
+  MAN_PAGE=/usr/share/man/man8/ckpt-agent.8
 fi
-readonly BIN UNIT SHARE_DIR
+readonly BIN UNIT SHARE_DIR MAN_PAGE
 if ! $staging; then
   ((EUID == 0)) || die "must run as root to install on this node (or stage into a directory with --root DIR)"
   command -v systemctl >/dev/null || die "systemctl not found: this node does not run systemd (stage with --root DIR instead)"
@@ -285,6 +289,7 @@ do_install() {
   install_unit
   local replaced=$((changes - before))
   install_file "${SCRIPT_DIR}/${RULES_FILE}" "${SHARE_DIR}/${RULES_FILE}" 0644
+  install_file "${SCRIPT_DIR}/docs/ckpt-agent.8" "$MAN_PAGE" 0644
 
   # The configuration holds no secret (the admin token has its own 0600 file), so it stays
   # readable for operators. Whatever is there already is the operator's: never replaced.
@@ -323,6 +328,7 @@ ${active}"
   remove_path "$BIN"
   remove_path "$UNIT"
   remove_path "$SHARE_DIR"
+  remove_path "$MAN_PAGE"
   if ! $staging; then systemctl daemon-reload; fi
 
   if $purge; then

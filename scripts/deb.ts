@@ -4,8 +4,8 @@
  * from `dpkg --print-architecture`.
  *
  * The package's files are what `install.sh --root --package` stages: the binary, the unit, the
- * configuration and the alert rules, and the agent's directories. Added here: the manual page
- * (scripts/man_page.ts), the README, the copyright file (deb/copyright, then the license of each
+ * configuration, the alert rules, the manual page (compressed here), and the agent's directories.
+ * Added here: the README, the copyright file (deb/copyright, then the license of each
  * npm package the lock file pins), the changelog, the lintian overrides, and the control files:
  * the maintainer scripts from deb/ (install.sh goes into postinst, which makes the admin token
  * with it, and into postrm, which runs after dpkg has removed the package's files), every file
@@ -24,7 +24,6 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
-import { manPage } from "./man_page.ts";
 import { type CachedNpmPackage, lockedNpmPackages } from "./npm_cache.ts";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
@@ -209,11 +208,10 @@ export async function buildDeb(
       gzip(await Deno.readTextFile(join(REPO, "README.md"))),
       0o644,
     );
-    await writeFile(
-      join(root, "usr/share/man/man8/ckpt-agent.8.gz"),
-      gzip(manPage(version)),
-      0o644,
-    );
+    // Staged by install.sh as it is in the tree; Debian's manual pages are compressed.
+    const manPage = join(root, "usr/share/man/man8/ckpt-agent.8");
+    await writeFile(`${manPage}.gz`, gzip(await Deno.readTextFile(manPage)), 0o644);
+    await Deno.remove(manPage);
     await writeFile(
       join(root, "usr/share/lintian/overrides", PACKAGE),
       await Deno.readTextFile(join(REPO, "deb/lintian-overrides")),

@@ -3,6 +3,7 @@
  * as `ckpt-agent status`.
  */
 import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../util/direct_http.ts";
+import { osErrorCode, osErrorText } from "../util/os_error.ts";
 import { connectAddress, formatListenAddress, type ListenAddress } from "./listen.ts";
 
 /** The endpoint answers from memory: a slower answer means the agent is stuck. */
@@ -39,6 +40,27 @@ export function adminPostJson(
   }, timeoutMs);
 }
 
+const ENOENT = 2, EACCES = 13, ECONNREFUSED = 111;
+
+/**
+ * Why no agent answered at the address, in one line, and what to do about it when nothing else
+ * says: `no agent answered at unix:/run/ckpt-agent/admin.sock: no such socket` and `is the daemon
+ * running? systemctl status ckpt-agent`.
+ */
+export function noAnswer(address: string, error: unknown): { why: string; todo: string } {
+  const code = osErrorCode(error);
+  const [what, todo] = code === ENOENT
+    ? ["no such socket", "is the daemon running? systemctl status ckpt-agent"]
+    : code === ECONNREFUSED
+    ? ["connection refused", "is the daemon running, listening there? systemctl status ckpt-agent"]
+    : code === EACCES
+    ? ["permission denied", "the agent's socket is root's: run this as root"]
+    : error instanceof Error && error.name === "TimeoutError"
+    ? [error.message, "the agent may be stuck: journalctl -u ckpt-agent"]
+    : [osErrorText(error), "systemctl status ckpt-agent"];
+  return { why: `no agent answered at ${address}: ${what}`, todo };
+}
+
 async function adminRequestJson(
   listen: Exclude<ListenAddress, { kind: "off" }>,
   path: string,
@@ -55,7 +77,10 @@ async function adminRequestJson(
     ? UNIX_SOCKET_ORIGIN
     : `http://${formatListenAddress(target)}`;
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(new Error(`no answer in ${timeoutMs} ms`)), timeoutMs);
+  const timer = setTimeout(
+    () => abort.abort(new DOMException(`no answer in ${timeoutMs} ms`, "TimeoutError")),
+    timeoutMs,
+  );
   try {
     const response = await fetch(`${origin}${path}`, {
       signal: abort.signal,

@@ -13,6 +13,8 @@ export const EXIT_USAGE = 2;
 export const EXIT_ERRORS = 2;
 /** Another instance holds the lock. */
 export const EXIT_LOCKED = 3;
+/** A demo a signal ended: 128 + the signal's number, as a shell reports it. */
+export const SIGNAL_EXIT: Partial<Record<Deno.Signal, number>> = { SIGINT: 130, SIGTERM: 143 };
 
 export class CommandError extends Error {
   constructor(message: string, readonly exitCode: number) {

@@ -5,7 +5,13 @@
  */
 import { CONFIG_FILE_FLAG, defaultText, SETTING_KEYS, SETTINGS } from "../config/settings.ts";
 import { wrap } from "../config/text.ts";
-import { type CommandName, COMMANDS, DEFAULT_COMMAND, isCommandName } from "./commands.ts";
+import {
+  type CommandName,
+  COMMANDS,
+  type CommandSpec,
+  DEFAULT_COMMAND,
+  isCommandName,
+} from "./commands.ts";
 import { EXIT_OK, UsageError } from "./errors.ts";
 import type { Flag } from "./flags.ts";
 
@@ -55,13 +61,16 @@ function usageLine(name: CommandName): string {
   }`;
 }
 
+/** What a command is for: its own paragraph, else its summary as a sentence. */
+export function commandAbout(name: CommandName): string {
+  const spec: CommandSpec = COMMANDS[name];
+  return spec.about ?? `${spec.summary[0].toUpperCase()}${spec.summary.slice(1)}.`;
+}
+
 /** What a command is for, its own flags, and the settings' flags when it takes them. */
 function commandBody(name: CommandName): string[] {
   const spec = COMMANDS[name];
-  const about = "about" in spec
-    ? spec.about
-    : `${spec.summary[0].toUpperCase()}${spec.summary.slice(1)}.`;
-  const sections = [paragraph(about)];
+  const sections = [paragraph(commandAbout(name))];
   const flags = Object.entries(spec.flags);
   if (flags.length > 0) {
     sections.push([

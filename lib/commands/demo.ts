@@ -6,7 +6,7 @@
  * servers and directory are gone before it exits, also on Ctrl-C or SIGTERM.
  */
 import { commandOptions } from "../cli/commands.ts";
-import { CommandError, EXIT_FAILURE, EXIT_OK, UsageError } from "../cli/errors.ts";
+import { CommandError, EXIT_FAILURE, EXIT_OK, SIGNAL_EXIT, UsageError } from "../cli/errors.ts";
 import { outputFormat } from "../cli/output.ts";
 import { parseFlags } from "../config/flags.ts";
 import { narrateEnd, narrateStart, narrateStep } from "../demo/narrate.ts";
@@ -14,8 +14,6 @@ import { type DemoResult, runDemo } from "../demo/run.ts";
 
 /** The story takes about two seconds; far beyond that, something hangs and the demo gives up. */
 const DEADLINE_MS = 60_000;
-
-const SIGNAL_EXIT: Partial<Record<Deno.Signal, number>> = { SIGINT: 130, SIGTERM: 143 };
 
 const encoder = new TextEncoder();
 

@@ -10,6 +10,18 @@ function list(ids: string[]): string {
   return ids.length === 0 ? "-" : ids.join(", ");
 }
 
+/**
+ * The plan's stops split in two: checkpoints written for the first time (a "stop" only in that
+ * their manifest goes to the inactive dir; nothing ran) and copies that are withdrawn.
+ */
+function stopsOf(report: PassReport): { created: string[]; stopped: string[] } {
+  const created = new Set(report.changes.filter((c) => c.from === "none").map((c) => c.id));
+  return {
+    created: report.plan.stops.filter((id) => created.has(id)),
+    stopped: report.plan.stops.filter((id) => !created.has(id)),
+  };
+}
+
 function sourcesLine(report: PassReport): string {
   return SOURCES.map((source) => {
     const failure = report.failures.find((f) => f.source === source);
@@ -28,13 +40,15 @@ function stateCounts(report: PassReport): string {
 }
 
 export function formatPlan(report: PassReport, dryRun: boolean): string {
+  const { created, stopped } = stopsOf(report);
   return [
     `ckpt-agent: ${dryRun ? "dry run, nothing written" : "plan"}; ${
       report.complete ? "every source answered" : "degraded"
     }`,
     `  ${sourcesLine(report)}`,
     `  start:  ${list(report.plan.starts)}`,
-    `  stop:   ${list(report.plan.stops)}`,
+    `  new:    ${list(created)}`,
+    `  stop:   ${list(stopped)}`,
     `  remove: ${list(report.plan.removes)}`,
     `  checkpoints: ${stateCounts(report)}`,
   ].join("\n");
@@ -45,13 +59,15 @@ export function formatPassReport(
   config: Config,
   lock?: Pick<Lock, "held" | "problem">,
 ): string {
+  const { created, stopped } = stopsOf(report);
   const lines = [
     `ckpt-agent: pass ${report.complete ? "complete" : "DEGRADED"} on ${config.nodeName} in ${
       Math.round(report.durationMs)
     } ms`,
     `  ${sourcesLine(report)}`,
     `  started: ${list(report.plan.starts)}`,
-    `  stopped: ${list(report.plan.stops)}`,
+    `  new:     ${list(created)}`,
+    `  stopped: ${list(stopped)}`,
     `  removed: ${list(report.plan.removes)}`,
     `  writes:  ${report.applied.length} change(s), ${report.bytesWritten} bytes written`,
     `  checkpoints: ${stateCounts(report)}`,

@@ -5,7 +5,7 @@
  */
 import * as v from "valibot";
 import { check, looseObject, number, object } from "../core/schema.ts";
-import { adminGetJson } from "../admin/client.ts";
+import { adminGetJson, noAnswer } from "../admin/client.ts";
 import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
 import { type CheckpointVersions, checkpointView } from "../admin/views.ts";
 import { commandOptions } from "../cli/commands.ts";
@@ -61,7 +61,8 @@ async function askAgent(config: Config): Promise<Listing | string> {
   try {
     reply = await adminGetJson(listen, "/v1/checkpoints");
   } catch (e) {
-    return `no agent answered at ${address}: ${(e as Error).message}`;
+    const { why, todo } = noAnswer(address, e);
+    return `${why}; ${todo}`;
   }
   if (reply.status !== 200) return `the agent at ${address} answered ${reply.status}`;
   const parsed = check(AgentCheckpointsSchema, reply.body);

@@ -5,7 +5,7 @@
  * which a running agent always holds: a lock held by someone else means an agent runs whose
  * endpoint is off or does not answer, and the verb is refused rather than race it.
  */
-import { adminPostJson } from "../admin/client.ts";
+import { adminPostJson, noAnswer } from "../admin/client.ts";
 import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
 import { tokenFileFix } from "../admin/token.ts";
 import { commandOptions } from "../cli/commands.ts";
@@ -75,7 +75,8 @@ async function throughAgent(config: Config, request: VerbRequest): Promise<Done 
       VERB_TIMEOUT_MS,
     );
   } catch (e) {
-    return `no agent answered at ${address}: ${(e as Error).message}`;
+    // What to do is the verb's to say: it goes on on disk, or says an agent holds the lock.
+    return noAnswer(address, e).why;
   }
   const body = reply.body as { error?: string } & VerbResult;
   // Asked for the token this command could not send: what is wrong is on this side.

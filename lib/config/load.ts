@@ -6,7 +6,8 @@
  * themselves are in lib/config/settings.ts.
  */
 import { resolve } from "node:path";
-import { parse as parseYaml } from "yaml";
+import { isMap, isNode, isScalar, LineCounter, parseDocument, YAMLError } from "yaml";
+import { osErrorText } from "../util/os_error.ts";
 import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import type { SelfIdentity } from "../core/self.ts";
 import { ConfigError } from "./errors.ts";
@@ -105,22 +106,40 @@ async function readConfigFile(path: string, explicit: boolean): Promise<FileSett
     source = await Deno.readTextFile(path);
   } catch (e) {
     if (!explicit && e instanceof Deno.errors.NotFound) return { settings: {} };
-    throw new ConfigError(`--config: cannot read ${path}: ${(e as Error).message}`);
+    throw new ConfigError(`--config: cannot read ${path}: ${osErrorText(e)}`);
   }
+  const lines = new LineCounter();
+  // A place in the file as editors and compilers name one: `config.yaml:3:15`.
+  const at = (offset: number) => {
+    const { line, col } = lines.linePos(offset);
+    return `${path}:${line}:${col}`;
+  };
+  const document = parseDocument(source, { prettyErrors: false, lineCounter: lines });
   let doc: unknown;
   try {
-    doc = parseYaml(source, { prettyErrors: false });
+    if (document.errors.length > 0) throw document.errors[0];
+    doc = document.toJS();
   } catch (e) {
-    throw new ConfigError(`${path}: not valid YAML: ${(e as Error).message.split("\n")[0]}`);
+    const where = e instanceof YAMLError ? at(e.pos[0]) : path;
+    throw new ConfigError(`${where}: not valid YAML: ${(e as Error).message.split("\n")[0]}`);
   }
   // An empty file (or one with only comments) is a valid file with no settings.
   if (doc === null || doc === undefined) return { file: path, settings: {} };
   if (typeof doc !== "object" || Array.isArray(doc)) {
     throw new ConfigError(`${path}: must be a mapping of settings, not ${describe(doc)}`);
   }
+  // Each setting's problem names the place of its value.
+  const places = new Map<string, string>();
+  for (const { key, value } of isMap(document.contents) ? document.contents.items : []) {
+    const node = isNode(value) ? value : key;
+    if (isScalar(key) && isNode(node)) places.set(String(key.value), at(node.range![0]));
+  }
   return {
     file: path,
-    settings: checkSettings(doc as Record<string, unknown>, (key) => `${path}: ${key}`),
+    settings: checkSettings(
+      doc as Record<string, unknown>,
+      (key) => `${places.get(key) ?? path}: ${key}`,
+    ),
   };
 }
 

@@ -12,6 +12,7 @@ import { parse as parseYaml } from "yaml";
 import * as v from "valibot";
 import { check, looseObject } from "../core/schema.ts";
 import { isMissing, schemaProblem } from "../core/schema_error.ts";
+import { osErrorText } from "../util/os_error.ts";
 import { parseProxyUrl } from "./proxy.ts";
 
 export interface Credentials {
@@ -104,7 +105,7 @@ function readFileField(field: string, file: string, files?: string[]): string {
   try {
     return Deno.readTextFileSync(file);
   } catch (e) {
-    throw new FieldError(field, `file ${file} not readable: ${reason(e)}`);
+    throw new FieldError(field, `cannot read ${file}: ${osErrorText(e)}`);
   }
 }
 
@@ -325,7 +326,16 @@ export function loadKubeconfig(path: string): KubeconfigResult {
   try {
     text = Deno.readTextFileSync(absolute);
   } catch (e) {
-    return { ok: false, error: `kubeconfig ${absolute}: not readable: ${reason(e)}`, files };
+    const fix = e instanceof Deno.errors.NotFound
+      ? " (set kubeconfig, --kubeconfig, to the file with the agent's credentials)"
+      : e instanceof Deno.errors.PermissionDenied
+      ? " (the agent runs as root: run this as root too)"
+      : "";
+    return {
+      ok: false,
+      error: `cannot read kubeconfig ${absolute}: ${osErrorText(e)}${fix}`,
+      files,
+    };
   }
   try {
     const credentials = parseKubeconfig(text, dirname(absolute), files);
@@ -353,6 +363,6 @@ export async function readBearerToken(
     if (token === "") return { ok: false, error: `token file ${creds.tokenFile} is empty` };
     return { ok: true, token };
   } catch (e) {
-    return { ok: false, error: `token file ${creds.tokenFile} not readable: ${reason(e)}` };
+    return { ok: false, error: `cannot read token file ${creds.tokenFile}: ${osErrorText(e)}` };
   }
 }

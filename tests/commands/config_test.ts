@@ -40,7 +40,7 @@ Deno.test("a bad configuration exits 2 with one line naming the key", async () =
     assertEquals(r.stdout, "");
     assertEquals(
       r.stderr,
-      `ckpt-agent config: ${file}: pollInterval: 5 has no unit (seconds? milliseconds?); write e.g. "5s"\n`,
+      `ckpt-agent config: ${file}:1:15: pollInterval: 5 has no unit (seconds? milliseconds?); write e.g. "5s"\n`,
     );
 
     await Deno.writeTextFile(`${dir}/empty.yaml`, "");
@@ -54,7 +54,9 @@ Deno.test("a bad configuration exits 2 with one line naming the key", async () =
     const missing = await runCli(["config", "--config", `${dir}/absent.yaml`]);
     assertEquals(missing.code, 2);
     assert(
-      missing.stderr.startsWith(`ckpt-agent config: --config: cannot read ${dir}/absent.yaml`),
+      missing.stderr ===
+        `ckpt-agent config: --config: cannot read ${dir}/absent.yaml: no such file or directory\n`,
+      missing.stderr,
     );
   });
 });

@@ -107,6 +107,30 @@ Deno.test("(a) the first pass writes checkpoints and files with tight modes; an 
   });
 });
 
+/** The lines of `--once`'s text report that list checkpoints, by their heading. */
+async function textLists(node: SimNode, ...flags: string[]): Promise<Record<string, string>> {
+  const r = await runCli(["--once", "--config", configFiles.get(node)!, ...flags]);
+  const lists = r.stdout.split("\n").map((l) => /^ {2}(\w+): +(.+)$/.exec(l)).filter((m) =>
+    m !== null && ["new", "started", "stopped", "removed", "start", "stop", "remove"].includes(m[1])
+  ).map((m) => [m![1], m![2]]);
+  return Object.fromEntries(lists);
+}
+
+Deno.test("(a') the text report calls checkpoints written for the first time new, not stopped", async () => {
+  await withNode(async (node) => {
+    configFiles.set(node, await node.writeConfigFile());
+    const dry = await textLists(node, "--dry-run");
+    assertEquals(dry, { start: "-", new: PARENTS.join(", "), stop: "-", remove: "-" });
+    const first = await textLists(node);
+    assertEquals(first, { started: "-", new: PARENTS.join(", "), stopped: "-", removed: "-" });
+    await node.loseControlPlane();
+    assertEquals((await textLists(node)).started, PARENTS.join(", "));
+    await node.restoreControlPlane();
+    const back = await textLists(node);
+    assertEquals(back, { started: "-", new: "-", stopped: PARENTS.join(", "), removed: "-" });
+  });
+});
+
 Deno.test("(b) API server down and the pod not running: the active manifest appears in one pass", async () => {
   await withNode(async (node) => {
     const first = await once(node);

@@ -4,7 +4,8 @@
  * (tests/packaging/alert_rules/<alert>.test.yml) with a case that fires and a case that does not,
  * in which the alert was pending, so that only its `for:` keeps it quiet; those tests pass, and
  * fail once the `for:` is gone; and every metric and label the rules read is one a real daemon
- * exports.
+ * exports; every runbook_url names a section of the docs; CkptAgentLoopStuck fires at the bound the
+ * agent's own watchdog keeps.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
 import { basename } from "node:path";
@@ -13,6 +14,10 @@ import { withTempDir } from "../helpers/temp_dir.ts";
 import { parsePrometheusText } from "../admin/prom_text.ts";
 import { withServedDaemon } from "../admin/harness.ts";
 import { ALERT_RULES, REPO, run } from "./tools.ts";
+import { defaultConfig } from "../../lib/config/load.ts";
+import { loopAlive, passDeadlineMs, STALL_INTERVALS } from "../../lib/daemon/probes.ts";
+import { formatDuration, parseDuration } from "../../lib/config/duration.ts";
+import { millisToDuration } from "../../lib/core/time.ts";
 
 const TESTS_DIR = `${REPO}/tests/packaging/alert_rules`;
 const SEVERITIES = new Set(["warning", "critical"]);
@@ -73,10 +78,75 @@ Deno.test("every alert has a for:, a severity, a summary and a description that 
     assert(rule.alert?.startsWith("CkptAgent"), JSON.stringify(rule));
     assert(/^\d+[smh]$/.test(rule.for ?? ""), `${rule.alert}: for: ${rule.for}`);
     assert(SEVERITIES.has(rule.labels?.severity ?? ""), `${rule.alert}: severity`);
-    assertEquals(Object.keys(rule.annotations ?? {}).sort(), ["description", "summary"]);
+    assertEquals(Object.keys(rule.annotations ?? {}).sort(), [
+      "description",
+      "runbook_url",
+      "summary",
+    ]);
     assert(rule.annotations!.description.includes("README"), `${rule.alert}: description`);
   }
   assertEquals(new Set(all.map((r) => r.alert)).size, all.length, "alert names are unique");
+});
+
+/** A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens. */
+function headingAnchor(heading: string): string {
+  return heading.toLowerCase().replace(/[^a-z0-9 _-]/g, "").replaceAll(" ", "-");
+}
+
+async function anchorsOf(doc: string): Promise<Set<string>> {
+  const text = await Deno.readTextFile(`${REPO}/${doc}`);
+  return new Set([
+    ...[...text.matchAll(/^#+ (.+)$/gm)].map((m) => headingAnchor(m[1])),
+    ...[...text.matchAll(/<a id="([^"]*)"><\/a>/g)].map((m) => m[1]),
+  ]);
+}
+
+Deno.test("every runbook_url names a section of the docs, the section its description names", async () => {
+  for (const rule of await rules()) {
+    const url = rule.annotations!.runbook_url;
+    const m = /^((?:docs\/)?[A-Za-z_]+\.md)#([a-z0-9_-]+)$/.exec(url);
+    assert(m, `${rule.alert}: runbook_url ${url} is not a section of a document in the tree`);
+    const [, doc, anchor] = m;
+    assert((await anchorsOf(doc)).has(anchor), `${rule.alert}: ${doc} has no section #${anchor}`);
+    const named = /README, "?([^".,]+)"?[.,]/.exec(rule.annotations!.description);
+    assertEquals(
+      named && `README.md#${headingAnchor(named[1])}`,
+      url,
+      `${rule.alert}: the description's section`,
+    );
+  }
+});
+
+Deno.test("CkptAgentLoopStuck fires once the loop is no longer alive, when the watchdog pings stop", async () => {
+  const rule = (await rules()).find((r) => r.alert === "CkptAgentLoopStuck")!;
+  const threshold =
+    /^time\(\) - max_over_time\(ckpt_agent_last_pass_timestamp_seconds\[1h\]\) > (\d+)$/m
+      .exec(rule.expr);
+  assert(threshold, rule.expr);
+  const firesAfterMs = Number(threshold[1]) * 1000 + parseDuration(rule.for!)!;
+  // The longest a live loop goes without ending a pass: the next pass starts within
+  // STALL_INTERVALS poll intervals of the last one's end, then may take passDeadlineMs.
+  const config = defaultConfig("cp-1");
+  const boundMs = STALL_INTERVALS * config.pollIntervalMs + passDeadlineMs(config);
+  assertEquals(firesAfterMs, boundMs);
+  const lastTick = 1_000_000_000_000n;
+  const heartbeat = {
+    lastTick,
+    startedAt: 0n,
+    pollIntervalMs: config.pollIntervalMs,
+    passDeadlineMs: passDeadlineMs(config),
+  };
+  const passStartedAt = lastTick + millisToDuration(STALL_INTERVALS * config.pollIntervalMs);
+  const at = (ms: number) => lastTick + millisToDuration(ms);
+  assert(loopAlive(passStartedAt, heartbeat));
+  assert(!loopAlive(passStartedAt + 1n, heartbeat), "no pass started that late is alive");
+  assert(loopAlive(at(boundMs), { ...heartbeat, passStartedAt }));
+  assert(!loopAlive(at(boundMs) + 1n, { ...heartbeat, passStartedAt }));
+  // The summary says the bound.
+  assert(
+    rule.annotations!.summary.endsWith(`for ${formatDuration(boundMs)}`),
+    rule.annotations!.summary,
+  );
 });
 
 Deno.test("each alert has a test file with a case that fires and a pending case that does not", async () => {

@@ -8,6 +8,7 @@ import {
   installSh,
   type Listing,
   listTree,
+  MAN_PAGE_FILE,
   run,
   type RunResult,
   sha256File,
@@ -108,6 +109,9 @@ Deno.test("install.sh stages every file and directory with its mode", async () =
       "usr/local/share/ckpt-agent/prometheus/ckpt-agent.rules.yml": `file 0644 ${await sha256File(
         ALERT_RULES,
       )}`,
+      "usr/local/share/man": dir,
+      "usr/local/share/man/man8": dir,
+      "usr/local/share/man/man8/ckpt-agent.8": `file 0644 ${await sha256File(MAN_PAGE_FILE)}`,
       "var": dir,
       "var/lib": dir,
       "var/lib/ckpt-agent": secretDir,
@@ -211,7 +215,9 @@ Deno.test("the binary defaults to dist/ckpt-agent next to the script, whatever t
     await Deno.mkdir(`${pkg}/systemd`, { recursive: true });
     await Deno.mkdir(`${pkg}/dist`);
     await Deno.mkdir(`${pkg}/prometheus`);
+    await Deno.mkdir(`${pkg}/docs`);
     await Deno.copyFile(ALERT_RULES, `${pkg}/prometheus/ckpt-agent.rules.yml`);
+    await Deno.copyFile(MAN_PAGE_FILE, `${pkg}/docs/ckpt-agent.8`);
     await Deno.copyFile(UNIT_FILE, `${pkg}/systemd/ckpt-agent.service`);
     await Deno.copyFile(CONFIG_FILE, `${pkg}/systemd/config.yaml`);
     await Deno.copyFile(s.binary, `${pkg}/dist/ckpt-agent`);
@@ -243,6 +249,7 @@ Deno.test("uninstall removes binary, unit and rules, keeps config, state and che
         "usr/local/bin/ckpt-agent",
         "etc/systemd/system/ckpt-agent.service",
         "usr/local/share/ckpt-agent",
+        "usr/local/share/man/man8/ckpt-agent.8",
       ),
     );
     // The active checkpoint keeps running under the kubelet with nothing to withdraw it: said.
@@ -289,6 +296,7 @@ Deno.test("purge removes our files, never the kubelet's directory or manifests",
         "usr/local/bin/ckpt-agent",
         "etc/systemd/system/ckpt-agent.service",
         "usr/local/share/ckpt-agent",
+        "usr/local/share/man/man8/ckpt-agent.8",
         "etc/systemd/system/ckpt-agent.service.d",
         "etc/ckpt-agent",
         "var/lib/ckpt-agent",
@@ -319,6 +327,7 @@ Deno.test("--package stages the Debian package's layout: /usr, a vendor unit, no
       "usr/bin/ckpt-agent",
       "usr/lib/systemd/system/ckpt-agent.service",
       "usr/share/ckpt-agent/prometheus/ckpt-agent.rules.yml",
+      "usr/share/man/man8/ckpt-agent.8",
     ]);
     assertEquals(listing["usr/bin/ckpt-agent"], `file 0755 ${await sha256File(s.binary)}`);
     assert(!("etc/kubernetes/manifests" in listing));

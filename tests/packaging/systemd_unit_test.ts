@@ -37,8 +37,14 @@ async function stageWithVendorUnits(s: Staging, layout: string[]) {
   assertEquals(copy.code, 0, copy.stderr);
 }
 
+/**
+ * verify also runs `man` for each man: page of Documentation=, outside the root: MANPATH makes it
+ * look where install.sh staged the page.
+ */
 function verify(root: string) {
-  return run("systemd-analyze", ["verify", `--root=${root}`, "ckpt-agent.service"]);
+  return run("systemd-analyze", ["verify", `--root=${root}`, "ckpt-agent.service"], {
+    env: { MANPATH: `${root}/usr/local/share/man:${root}/usr/share/man` },
+  });
 }
 
 for (

@@ -5,12 +5,14 @@
  */
 import { createHash } from "node:crypto";
 import { join } from "node:path";
+import { MAN_PAGE } from "../../scripts/man_page.ts";
 
 export const REPO = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 export const INSTALL_SH = `${REPO}/install.sh`;
 export const UNIT_FILE = `${REPO}/systemd/ckpt-agent.service`;
 export const CONFIG_FILE = `${REPO}/systemd/config.yaml`;
 export const ALERT_RULES = `${REPO}/prometheus/ckpt-agent.rules.yml`;
+export const MAN_PAGE_FILE = MAN_PAGE.pathname;
 
 export interface RunResult {
   code: number;

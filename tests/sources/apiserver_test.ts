@@ -234,7 +234,7 @@ Deno.test("a token file is re-read on every request, so a rotated token is used"
     await Deno.remove(`${dir}/token`);
     const f = failure(await api.listNodePods(NODE_NAME));
     assertEquals(f.kind, "unauthorized");
-    assert(f.message.includes(`token file ${dir}/token not readable`), f.message);
+    assert(f.message.includes(`cannot read token file ${dir}/token: no such file`), f.message);
     assertEquals(server.requests.length, 2, "nothing is sent without the token");
   });
 });

@@ -135,7 +135,9 @@ Deno.test("kubeconfig tokenFile is resolved relatively and re-read on every requ
     assertEquals(await readBearerToken(creds), { ok: true, token: "second" });
     await Deno.remove(`${dir}/tokens/token`);
     const gone = await readBearerToken(creds);
-    assert(!gone.ok && gone.error.startsWith(`token file ${dir}/tokens/token not readable`));
+    assert(
+      !gone.ok && gone.error.startsWith(`cannot read token file ${dir}/tokens/token: no such file`),
+    );
   });
 });
 
@@ -201,7 +203,7 @@ Deno.test("kubeconfig errors name the field that is wrong", async () => {
         { server: SERVER },
         { "client-certificate": "c.crt", "client-key": "/x" },
         {},
-        "users[0].user.client-key: file /x not readable",
+        "users[0].user.client-key: cannot read /x: no such file or directory",
       ],
       [{}, {}, {}, "clusters[0].cluster.server: missing"],
       [
@@ -251,7 +253,7 @@ Deno.test("kubeconfig errors name the field that is wrong", async () => {
         { server: SERVER },
         { tokenFile: "missing-token" },
         {},
-        `users[0].user.tokenFile: file ${dir}/missing-token not readable`,
+        `users[0].user.tokenFile: cannot read ${dir}/missing-token: no such file or directory`,
       ],
       [
         { server: SERVER },
@@ -309,7 +311,11 @@ Deno.test("kubeconfig refuses a client key that is not a PEM private key", async
 
 Deno.test("kubeconfig that does not exist or is not YAML is named in the error", async () => {
   await withTempDir(async (dir) => {
-    assert(loadError(`${dir}/absent`).startsWith(`kubeconfig ${dir}/absent: not readable`));
+    assertEquals(
+      loadError(`${dir}/absent`),
+      `cannot read kubeconfig ${dir}/absent: no such file or directory (set kubeconfig, ` +
+        "--kubeconfig, to the file with the agent's credentials)",
+    );
     await Deno.writeTextFile(`${dir}/config`, "clusters: [unclosed");
     assert(
       loadError(`${dir}/config`).startsWith(`kubeconfig ${dir}/config: document: not valid YAML`),
