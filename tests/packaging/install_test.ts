@@ -116,7 +116,7 @@ Deno.test("install.sh stages every file and directory with its mode", async () =
       "var/lib": dir,
       "var/lib/ckpt-agent": secretDir,
     });
-    assertEquals(stdout.trimEnd().split("\n").at(-1), "ckpt-agent: 12 change(s)");
+    assertEquals(stdout.trimEnd().split("\n").at(-1), "ckpt-agent: 13 change(s)");
     // The installed binary is the agent's entry point, and runs.
     const help = await run(`${s.root}/usr/local/bin/ckpt-agent`, ["--help"]);
     assertEquals(help.code, 0);
