@@ -205,10 +205,9 @@ export class Agent {
    * A full pass, from and into what the agent holds in `stores`. `dirsQuiet`: the manifest dirs'
    * watch's `quiet` (lib/daemon/dir_watch.ts), if they are watched. `heard`: how many events the
    * sources' change feed told so far, if the daemon counts them. `poll`: the pass runs for the
-   * poll alone, and may be idle (see #idlePass). `cut`: aborted when what the
-   * pass planned from is no longer so (the API server lost, or back): the pass then starts no
-   * further checkpoint write nor record, and leaves them to the next pass, which the daemon runs
-   * at once.
+   * poll alone, and may be idle (see #idlePass). `cut`: aborted when what the pass planned from
+   * is no longer so (the API server lost, or back): the pass then starts no further checkpoint
+   * write nor record, and leaves them to the next pass, which the daemon runs at once.
    * Stops, starts and removes are never cut: they are the plan.
    */
   async pass(
