@@ -21,6 +21,28 @@ import { REACHABILITY } from "../sources/changes.ts";
 
 export type PassListener = (report: PassReport, cause: PassCause) => void;
 
+/**
+ * The poll interval while the API server fails and a tracked parent's checkpoint is inactive
+ * (outagePolls): a parent that stops then is seen within this, not within pollInterval, and its
+ * copy activated. Such a poll that finds the kubelet and the runtime answering as before is idle
+ * (lib/pass/agent.ts), about 8 ms of CPU at 100 parents (docs/benchmarks.md); the API server is
+ * asked every pollInterval.
+ */
+export const OUTAGE_POLL_MS = 200;
+
+/**
+ * Whether the passes after `report` poll every OUTAGE_POLL_MS: the API server failed, so nothing
+ * vouches for a parent that stops; the runtime answered, so a stop can be seen; and some
+ * checkpoint is inactive, so a parent may still stop.
+ */
+export function outagePolls(report: PassReport): boolean {
+  return report.failures.some((f) => f.source === "apiserver") &&
+    report.failures.every((f) => f.source !== "runtime") &&
+    Object.values(report.plan.state).some((entry) =>
+      entry.state === "inactive" || entry.state === "inactive-grace"
+    );
+}
+
 export class Daemon {
   readonly agent: Agent;
   readonly stores: AgentStores;
@@ -44,7 +66,9 @@ export class Daemon {
   lastTick?: Instant;
   lastReport?: PassReport;
   lastCompletePassAt?: Instant;
-  /** Checkpoint directories on a read-only mount, checked after each pass. */
+  /** How many events the sources' change feed told, while the loop runs (Agent.pass `heard`). */
+  #heard?: number;
+  /** Checkpoint directories on a read-only mount, checked after each pass that was not idle. */
   #readOnlyDirs: ReadonlyMap<string, string> = new Map();
   readonly #lockProblem?: string;
 
@@ -108,13 +132,20 @@ export class Daemon {
     try {
       report = await this.agent.pass(this.stores, {
         dirsQuiet: this.#dirs?.quiet,
+        heard: this.#heard,
+        poll: cause.trigger === "poll" && cause.triggers === 1,
         cut: cut.signal,
       });
     } finally {
       this.#passStartedAt = undefined;
       this.#cut = undefined;
     }
-    this.#readOnlyDirs = readOnlyDirs(CHECKPOINT_DIRS.map((d) => this.config[d.key]));
+    if (!report.idle) {
+      this.#readOnlyDirs = readOnlyDirs(CHECKPOINT_DIRS.map((d) => this.config[d.key]));
+    }
+    this.#scheduler.setPollInterval(
+      outagePolls(report) ? OUTAGE_POLL_MS : this.config.pollIntervalMs,
+    );
     const now = this.#clock.now();
     this.lastTick = now;
     this.lastReport = report;
@@ -124,8 +155,8 @@ export class Daemon {
     for (const listener of this.#listeners) listener(report, cause);
     // A pass cut short is followed at once by the pass that activates (or withdraws) the
     // copies: a full collection here (a second, at 1,000 parents) would hold that pass back.
-    // The next pass's end collects instead.
-    if (!cut.signal.aborted) this.#heap.trim();
+    // The next pass's end collects instead. An idle pass made next to no garbage.
+    if (!cut.signal.aborted && !report.idle) this.#heap.trim();
     return report;
   }
 
@@ -184,7 +215,9 @@ export class Daemon {
   async loop(signal: AbortSignal): Promise<void> {
     if (signal.aborted) return;
     const scheduler = this.#scheduler;
+    if (this.agent.changes) this.#heard = 0;
     const unsubscribe = this.agent.changes?.subscribe((reason) => {
+      this.#heard!++;
       // The pass under way planned with the API server there (or not): what it has not started
       // yet waits for the next pass, which activates the copies (or withdraws them), rather than
       // that pass waiting for it.
@@ -204,6 +237,7 @@ export class Daemon {
     scheduler.start();
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
     unsubscribe?.();
+    this.#heard = undefined;
     dirs.close();
     this.#dirs = undefined;
     await scheduler.stop();

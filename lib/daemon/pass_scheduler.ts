@@ -5,6 +5,7 @@
  * - `start`: the first pass, at once.
  * - `poll`: pollIntervalMs after the last pass ended, whatever ran it: the kubelet's /pods and the
  *   runtime tell nothing of their own accord, and the poll is the fallback for every event missed.
+ *   The daemon may shorten the interval after a pass (setPollInterval), e.g. during an outage.
  * - `change` (a source's ChangeFeed) and `files` (the static-pod or inactive dir): COALESCE_MS
  *   after the first of them, so that a burst (a pod updated three times, a manifest written as a
  *   temp file and renamed) is one pass.
@@ -140,7 +141,7 @@ export interface PassSchedulerOptions<R> {
 
 export class PassScheduler<R> {
   readonly #run: (cause: PassCause) => Promise<R>;
-  readonly #pollIntervalMs: number;
+  #pollIntervalMs: number;
   readonly #timers: Timers;
   readonly #log: Logger;
   #started = false;
@@ -209,6 +210,11 @@ export class PassScheduler<R> {
       this.#between.push(() => work().then(resolve, reject));
       this.#schedule();
     });
+  }
+
+  /** The poll interval from the end of the pass under way on (or of the next one). */
+  setPollInterval(ms: number) {
+    this.#pollIntervalMs = ms;
   }
 
   /** The next instant a pass would decide otherwise, `delayMs` from now; undefined: none. */

@@ -17,13 +17,13 @@ import { join } from "node:path";
 import type { Config } from "../config/types.ts";
 import { checkpointIdOf, type Pod, podId } from "../core/pod.ts";
 import { type PassResult, runPass } from "../core/pass.ts";
-import type { Clock, Instant } from "../core/time.ts";
+import { type Clock, formatInstant, type Instant, millisToDuration } from "../core/time.ts";
 import { totalBytesWritten } from "../disk/atomic_write.ts";
 import type { ChangeFeed } from "../sources/changes.ts";
 import type { NodeSources } from "../sources/node.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
 import type { Logger } from "../util/log.ts";
-import { CheckpointWriter, type WatchedCandidate } from "./checkpoints.ts";
+import { checkpointedIds, CheckpointWriter, type WatchedCandidate } from "./checkpoints.ts";
 import { converge, desiredActions, withdraw } from "./converge.ts";
 import { type CrashLoopPod, CrashLoops } from "./crash_loops.ts";
 import { parentReadiness } from "../core/promotion.ts";
@@ -33,8 +33,10 @@ import type { StatusRecord } from "../store/status_record.ts";
 import { ManifestDirChecks } from "./manifest_dirs.ts";
 import { ManifestNamer } from "./names.ts";
 import {
+  type NodeAnswers,
   type Observation,
   Observer,
+  sameNodeAnswers,
   trackedFromStore,
   type TrackedStateReader,
 } from "./observe.ts";
@@ -55,6 +57,23 @@ export interface AgentOptions {
    * measuring, e.g. how long a checkpoint takes to reach the kubelet (bench/pass_bench.ts).
    */
   onApplied?: (action: AppliedAction) => void;
+}
+
+/**
+ * What a pass that did nothing started from, when every tracked checkpoint was inactive and its
+ * parent running, and the API server either answered from its watch (at rest) or failed: a poll
+ * that finds the same is idle (docs/design.md#idle-polls).
+ */
+interface IdleBasis {
+  node: NodeAnswers;
+  /** The daemon's counts of the sources' events and of the manifest dirs' changes before it. */
+  heard: number;
+  dirsQuiet: number;
+  /** The pods' watch answered; otherwise the API server failed, and is asked again at `until`. */
+  watched: boolean;
+  /** When a full pass is due whatever is heard: the first refresh, or the next poll interval. */
+  until: Instant;
+  report: PassReport;
 }
 
 /** A pass once planned: what it saw, what it decided, and its report so far. */
@@ -114,6 +133,8 @@ export class Agent {
   #resumed = false;
   /** Checkpoints outside the namespaces that the last pass removed: each is said once. */
   #outside = new Set<string>();
+  /** What the last pass started from, if a poll finding the same may be idle. */
+  #idle?: IdleBasis;
 
   constructor(opts: AgentOptions) {
     const { config, sources, clock, log } = opts;
@@ -154,6 +175,7 @@ export class Agent {
    */
   async verb(stores: AgentStores, request: VerbRequest): Promise<VerbResult> {
     const { config, clock, log } = this.#opts;
+    this.#idle = undefined;
     try {
       return await runVerb(config, stores, request, clock.now(), log);
     } finally {
@@ -181,20 +203,25 @@ export class Agent {
 
   /**
    * A full pass, from and into what the agent holds in `stores`. `dirsQuiet`: the manifest dirs'
-   * watch's `quiet` (lib/daemon/dir_watch.ts), if they are watched. `cut`: aborted when what the
-   * pass planned from is no longer so (the API server lost, or back): the pass then starts no
-   * further checkpoint write nor record, and leaves them to the next pass, which the daemon runs
-   * at once.
+   * watch's `quiet` (lib/daemon/dir_watch.ts), if they are watched. `heard`: how many events the
+   * sources' change feed told so far, if the daemon counts them. `poll`: the pass runs for the
+   * poll alone, and may be idle (see #idlePass). `cut`: aborted when what the pass planned from
+   * is no longer so (the API server lost, or back): the pass then starts no further checkpoint
+   * write nor record, and leaves them to the next pass, which the daemon runs at once.
    * Stops, starts and removes are never cut: they are the plan.
    */
   async pass(
     stores: AgentStores,
-    opts: { dirsQuiet?: number; cut?: AbortSignal } = {},
+    opts: { dirsQuiet?: number; heard?: number; poll?: boolean; cut?: AbortSignal } = {},
   ): Promise<PassReport> {
+    const idle = opts.poll ? await this.#idlePass(opts) : {};
+    if (idle.report) return idle.report;
+    this.#idle = undefined;
     const planned = await this.#observeAndPlan(
       trackedFromStore(stores.status),
       opts.dirsQuiet,
       stores.status.peekAll(),
+      idle.asked,
     );
     const checkpoints = await this.#apply(planned, opts.cut);
     const records = await this.#persist(stores, planned, opts.cut);
@@ -207,7 +234,66 @@ export class Agent {
         records,
       });
     }
-    return this.#finish(planned);
+    const report = this.#finish(planned);
+    this.#idle = this.#idleBasis(planned, opts);
+    return report;
+  }
+
+  /**
+   * A poll that finds what the last pass started from does nothing: the same kubelet and runtime
+   * answers (by identity: the same bytes), no event of the sources nor of the manifest dirs since,
+   * the pods' watch still answering (or the API server still failing), and neither a refresh nor,
+   * with the API server failing, the poll interval due. Such a pass would plan the same, write
+   * nothing, and leave no deadline (every checkpoint inactive, no candidate waiting): its report
+   * is the last one's, `idle`. Otherwise the answers asked are the full pass's.
+   */
+  async #idlePass(
+    opts: { dirsQuiet?: number; heard?: number },
+  ): Promise<{ report?: PassReport; asked?: NodeAnswers }> {
+    const { clock, config, sources } = this.#opts;
+    const basis = this.#idle;
+    const started = clock.now();
+    if (
+      basis === undefined || opts.heard !== basis.heard || opts.dirsQuiet !== basis.dirsQuiet ||
+      started >= basis.until ||
+      (basis.watched && sources.apiServer.watchedNodePods?.(config.nodeName) === undefined)
+    ) {
+      return {};
+    }
+    const asked = await this.#observer.askNode();
+    if (!sameNodeAnswers(asked, basis.node)) return { asked };
+    return {
+      report: {
+        ...basis.report,
+        startedAt: formatInstant(started),
+        durationMs: Number(clock.now() - started) / 1e6,
+        bytesWritten: 0,
+        idle: true,
+      },
+    };
+  }
+
+  /** What a pass that did nothing leaves for the polls after it; undefined: they are full. */
+  #idleBasis(
+    { obs, result, report }: Planned,
+    opts: { dirsQuiet?: number; heard?: number },
+  ): IdleBasis | undefined {
+    const { dirsQuiet, heard } = opts;
+    const o = obs.input.observations;
+    const didNothing = report.errors.length === 0 && report.applied.length === 0 &&
+      report.changes.length === 0 && report.stalledStarts.length === 0 &&
+      report.leftToNextPass === undefined && Object.keys(report.crashLooping).length === 0 &&
+      this.#checkpoints.candidatesWaiting === 0 &&
+      report.failures.every((f) => f.source !== "runtime") &&
+      [...result.tracked.values()].every((state) => state.name === "inactive");
+    if (dirsQuiet === undefined || heard === undefined || !didNothing) return undefined;
+    // A list that answered says nothing of the changes after it: only a watch tells them.
+    if (o.apiAvailable && !obs.apiWatched) return undefined;
+    const until = o.apiAvailable
+      ? this.#checkpoints.refreshDueAt(checkpointedIds(result), obs.input.now)
+      : obs.input.now + millisToDuration(this.#opts.config.pollIntervalMs);
+    if (until === undefined) return undefined;
+    return { node: obs.node, heard, dirsQuiet, watched: o.apiAvailable, until, report };
   }
 
   /**
@@ -218,11 +304,12 @@ export class Agent {
     readTracked: TrackedStateReader,
     dirsQuiet?: number,
     records?: readonly StatusRecord[],
+    asked?: NodeAnswers,
   ): Promise<Planned> {
     const { clock, log } = this.#opts;
     const started = clock.now();
     const bytesBefore = totalBytesWritten();
-    const observed = await this.observe(readTracked, dirsQuiet);
+    const observed = await this.#observer.observe(readTracked, dirsQuiet, asked);
     let resumed: Map<string, number> | undefined;
     if (records && !this.#resumed) {
       resumed = await this.#resumedCrashLoops(observed, records);

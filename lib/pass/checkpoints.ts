@@ -305,6 +305,22 @@ export class CheckpointWriter {
   }
 
   /**
+   * The first instant at which the refresh of one of `ids` falls due, and at most a refresh
+   * interval after `now`; undefined when one is due now (never made, or refused: such a parent
+   * is looked at again on every pass).
+   */
+  refreshDueAt(ids: Iterable<string>, now: Instant): Instant | undefined {
+    let first = now + millisToDuration(this.#opts.config.refreshIntervalMs);
+    for (const id of ids) {
+      const at = this.#refreshedAt.get(id);
+      if (at === undefined) return undefined;
+      const due = at + millisToDuration(this.#opts.config.refreshIntervalMs);
+      if (due < first) first = due;
+    }
+    return first;
+  }
+
+  /**
    * An operator's verb changed a checkpoint's versions (lib/pass/verbs.ts): its manifest is
    * checked again and its candidate watched afresh on the next pass.
    */

@@ -16,6 +16,7 @@ import {
   readManifestDir,
 } from "../disk/manifests.ts";
 import type { RunningPod } from "../sources/cri.ts";
+import type { KubeletPods } from "../sources/kubelet.ts";
 import type { NodeSources } from "../sources/node.ts";
 import { type SourceFailure, type SourceResult, succeeded } from "../sources/types.ts";
 import { stateOfRecord, type StatusRecord } from "../store/status_record.ts";
@@ -61,6 +62,32 @@ export interface Observation {
    * looked at them: every file there is as that pass found it (the dirs were not read again).
    */
   manifestDirsQuiet: boolean;
+  /** The API server's answer came from the pods' watch, not from a request. */
+  apiWatched: boolean;
+  /** The kubelet's and the runtime's answers, as they came (see NodeAnswers). */
+  node: NodeAnswers;
+}
+
+/**
+ * What the kubelet and the runtime answered. Their clients give back the same value (by identity)
+ * for the same bytes (lib/sources/answer_memo.ts), so a pass can tell that neither changed.
+ */
+export interface NodeAnswers {
+  kubelet: SourceResult<KubeletPods>;
+  runtime: SourceResult<RunningPod[]>;
+}
+
+/**
+ * Whether two answers of the node are the same: the runtime's by identity of what it answered;
+ * the kubelet's so, or the same failure (without the API server, a kubelet refuses the agent).
+ */
+export function sameNodeAnswers(a: NodeAnswers, b: NodeAnswers): boolean {
+  const kubelet = a.kubelet.ok && b.kubelet.ok
+    ? a.kubelet.value.pods === b.kubelet.value.pods &&
+      a.kubelet.value.verified === b.kubelet.value.verified
+    : !a.kubelet.ok && !b.kubelet.ok && a.kubelet.failure.kind === b.kubelet.failure.kind &&
+      a.kubelet.failure.message === b.kubelet.failure.message;
+  return kubelet && a.runtime.ok && b.runtime.ok && a.runtime.value === b.runtime.value;
 }
 
 function runningAsPod(r: RunningPod): Pod {
@@ -103,12 +130,26 @@ export class Observer {
     private readonly clock: Clock,
   ) {}
 
+  /** Asks the kubelet and the runtime at once. */
+  async askNode(): Promise<NodeAnswers> {
+    const [kubelet, runtime] = await Promise.all([
+      this.sources.kubelet.listPods(),
+      this.sources.runtime.listRunningPods(),
+    ]);
+    return { kubelet, runtime };
+  }
+
   /**
    * Asks every source at once; the API server itself only when its watch cannot answer.
    * `dirsQuiet`: the manifest dirs' watch's `quiet` now (lib/daemon/dir_watch.ts), if they are
    * watched; the same as the last pass's, and the pass at rest, the dirs are not read again.
+   * `asked`: the kubelet's and the runtime's answers, when the pass has them already.
    */
-  async observe(readTracked: TrackedStateReader, dirsQuiet?: number): Promise<Observation> {
+  async observe(
+    readTracked: TrackedStateReader,
+    dirsQuiet?: number,
+    asked?: NodeAnswers,
+  ): Promise<Observation> {
     const { config, sources } = this;
     const now = this.clock.now();
     // Without a watch in sync, only the API server can tell: asked with the others.
@@ -119,12 +160,12 @@ export class Observer {
         this.#dirs?.quiet === dirsQuiet
       ? this.#dirs
       : undefined;
-    const [kubelet, runtime, dirs, tracked] = await Promise.all([
-      sources.kubelet.listPods(),
-      sources.runtime.listRunningPods(),
+    const [node, dirs, tracked] = await Promise.all([
+      asked ?? this.askNode(),
       known ?? this.#readDirs(),
       readTracked(),
     ]);
+    const { kubelet, runtime } = node;
     const running = runtime.ok ? runtime.value : undefined;
     const answer = listing
       ? { api: await listing, watched: false }
@@ -162,6 +203,8 @@ export class Observer {
       manifestProblems: [...active.problems, ...inactive.problems],
       manifestFiles: { active: manifestIndex(active), inactive: manifestIndex(inactive) },
       manifestDirsQuiet: quiet,
+      apiWatched: answer.watched,
+      node,
     };
   }
 

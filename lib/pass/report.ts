@@ -59,6 +59,12 @@ export interface PassReport {
    * checkpoint writes and records it left to the next pass, which runs at once.
    */
   leftToNextPass?: { checkpoints: number; records: number };
+  /**
+   * Set when the pass was a poll that found the kubelet and the runtime answering as before and
+   * nothing else told of a change: it did nothing else, and reports what the last pass did
+   * (lib/pass/agent.ts, #idlePass).
+   */
+  idle?: true;
 }
 
 /** The pass-error ops of records the state dir could not take; the others are checkpoint writes. */

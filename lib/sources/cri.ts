@@ -17,6 +17,7 @@ import {
   type RuntimeMethod,
 } from "./cri_proto.ts";
 import { AnswerMemo } from "./answer_memo.ts";
+import { deepFreeze } from "../util/frozen.ts";
 import { GrpcStatus, grpcStatusName, GrpcUnaryClient } from "./grpc_unary.ts";
 import { failed, type FailureKind, type SourceResult, succeeded } from "./types.ts";
 
@@ -154,6 +155,11 @@ class CriRuntimeClient implements RuntimeClient {
   #api: CriApiVersion | undefined;
   /** Each method's last valid answer, by the path it is called at (which names the version). */
   readonly #memos = new Map<string, AnswerMemo<unknown>>();
+  /**
+   * The pods the last two answers made: the same answers (the memos' values, by identity) make
+   * the same array, frozen whole, so that a pass can tell an unchanged runtime by identity.
+   */
+  #running?: { sandboxes: unknown; containers: unknown; pods: RunningPod[] };
 
   constructor(endpoint: string, socketPath: string, timeoutMs: number) {
     this.#endpoint = endpoint;
@@ -173,10 +179,14 @@ class CriRuntimeClient implements RuntimeClient {
     ]);
     if (!sandboxes.ok) return sandboxes;
     if (!containers.ok) return containers;
+    const last = this.#running;
+    if (last?.sandboxes === sandboxes.value && last.containers === containers.value) {
+      return succeeded(last.pods);
+    }
     // The filter already asked for this; checking again keeps a runtime that ignores filters
     // from passing a stopped sandbox off as ready.
     const ready = sandboxes.value.items.filter((sandbox) => sandbox.state === SANDBOX_READY);
-    return succeeded(runningPods(
+    const pods = deepFreeze(runningPods(
       new Set(ready.map((sandbox) => sandbox.id)),
       containers.value.containers.map((container) => ({
         sandboxId: container.pod_sandbox_id,
@@ -185,6 +195,8 @@ class CriRuntimeClient implements RuntimeClient {
         labels: container.labels,
       })),
     ));
+    this.#running = { sandboxes: sandboxes.value, containers: containers.value, pods };
+    return succeeded(pods);
   }
 
   async sandboxStatus(sandboxId: string): Promise<SourceResult<SandboxDetails>> {

@@ -9,10 +9,11 @@ import { join } from "node:path";
 import { type Config } from "../../lib/config/types.ts";
 import { formatInstant, millisToDuration, parseInstant } from "../../lib/core/time.ts";
 import { passDeadlineMs } from "../../lib/daemon/probes.ts";
-import { MAX_SPACING_MS, type PassCause } from "../../lib/daemon/pass_scheduler.ts";
+import { MAX_SPACING_MS, MIN_SPACING_MS, type PassCause } from "../../lib/daemon/pass_scheduler.ts";
+import { OUTAGE_POLL_MS } from "../../lib/daemon/daemon.ts";
 import type { PassReport } from "../../lib/pass/report.ts";
 import type { SimNode } from "../../lib/sim/node.ts";
-import { ChangeFanout } from "../../lib/sources/changes.ts";
+import { API_BACK, API_LOST, ChangeFanout } from "../../lib/sources/changes.ts";
 import { DaemonFixture, type ManualClock } from "../admin/harness.ts";
 import { ManualTimers } from "../helpers/manual_timers.ts";
 
@@ -245,10 +246,12 @@ Deno.test("events: a pass hung on a peer is not made alive by the events queued 
 
       await f.node.apiServer.stopListening();
       assertEquals((await asking).complete, false);
-      // The spacing after a pass that took that long: its cap.
+      // The spacing after a pass that took that long: its cap; but the API server failed, so
+      // the outage poll comes first, and the events behind the hung pass go with it.
       await timers!.advance(MAX_SPACING_MS);
       const after = await until((_, cause) => cause.trigger === "change", seen);
-      assertEquals(after.cause.triggers, 20, "the events behind it made one pass");
+      assertEquals(after.cause.reasons, ["pod changed", "poll"]);
+      assertEquals(after.cause.triggers, 21, "the events behind it made one pass");
       assert(f.daemon.loopAlive());
     },
   );
@@ -275,4 +278,79 @@ Deno.test("events: once the loop stops, changes run no pass, and an admin reques
   } finally {
     await f.close();
   }
+});
+
+Deno.test("outage polls: while the API server fails and a checkpoint is inactive, a poll every OUTAGE_POLL_MS; a parent stopped then is activated within a few; back to the poll interval once the API server is back or every copy is active", async () => {
+  const POLL_MS = 5_000;
+  await withLoop(
+    { manualTimers: true, config: () => ({ pollIntervalMs: POLL_MS }) },
+    async ({ f, feed, timers, passes, until }) => {
+      await until((_, cause) => cause.trigger === "start");
+      assertEquals(timers!.armed, [POLL_MS]);
+      /** Moves the timers on by `ms` and waits for the pass that fires then. */
+      const advance = async (ms: number) => {
+        const seen = passes.length;
+        await timers!.advance(ms);
+        return await until(() => true, seen);
+      };
+      /** Moves the timers on until a pass answers `reason` (merged with others or not). */
+      const answered = async (reason: string) => {
+        const seen = passes.length;
+        const asked = (p: { cause: PassCause }) => p.cause.reasons.includes(reason);
+        for (let i = 0; i < 20 && !passes.slice(seen).some(asked); i++) {
+          await advance(MIN_SPACING_MS);
+        }
+        return await until((_, cause) => asked({ cause }), seen);
+      };
+      /** Whether the next poll is armed `ms` after the last pass (other timers aside). */
+      const pollsIn = (ms: number) =>
+        timers!.armed.includes(ms) &&
+        !timers!.armed.includes(ms === POLL_MS ? OUTAGE_POLL_MS : POLL_MS);
+      const ids = Object.keys(passes[0].report.plan.state);
+      // Every request fails from now on, also once the server listens again (SimNode.sync).
+      f.node.apiServer.setFault("server-error");
+      await f.node.apiServer.stopListening();
+      feed.emit(API_LOST);
+      const lost = await advance(MIN_SPACING_MS);
+      assertEquals(lost.cause.trigger, "apiserver");
+      assert(lost.report.failures.some((failure) => failure.source === "apiserver"));
+      assertEquals(lost.report.plan.starts, []);
+      assert(pollsIn(OUTAGE_POLL_MS), `${timers!.armed}`);
+      // Every poll after it finds the same answers, and is idle.
+      for (let i = 0; i < 5; i++) {
+        const poll = await advance(OUTAGE_POLL_MS);
+        assertEquals([poll.cause.trigger, poll.report.idle], ["poll", true]);
+      }
+
+      // A parent stops: the kubelet stops its pod (the simulated kubelet is told directly, not
+      // through the failing API server), and the next poll activates its copy.
+      const [id] = ids.filter((id) => id !== APISERVER);
+      await f.node.deleteParent(id);
+      const activated = await advance(OUTAGE_POLL_MS);
+      assertEquals([activated.report.idle, activated.report.plan.starts], [undefined, [id]]);
+      const manifest = f.daemon.agent.manifestFileOf(id)!;
+      assert(Deno.statSync(join(f.config.staticPodDir, manifest)).isFile);
+      // Others are still inactive: the polls stay fast.
+      assert(pollsIn(OUTAGE_POLL_MS), `${timers!.armed}`);
+
+      // The API server back: the poll interval again.
+      f.node.apiServer.setFault("none");
+      await f.node.sync();
+      feed.emit(API_BACK);
+      const back = await answered(API_BACK);
+      assertEquals(back.report.failures, []);
+      assert(pollsIn(POLL_MS), `${timers!.armed}`);
+
+      // Lost with every parent stopped: every copy is activated, and the polls are not fast.
+      await f.node.loseControlPlane();
+      feed.emit(API_LOST);
+      const all = await answered(API_LOST);
+      assert(all.report.failures.some((failure) => failure.source === "apiserver"));
+      assert(
+        Object.values(all.report.plan.state).every((entry) => entry.state.startsWith("active")),
+        JSON.stringify(all.report.plan.state),
+      );
+      assert(pollsIn(POLL_MS), `${timers!.armed}`);
+    },
+  );
 });

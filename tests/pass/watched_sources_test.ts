@@ -21,7 +21,7 @@ import { until, untilSettled } from "../helpers/until.ts";
 interface Watching {
   node: SimNode;
   /** A pass, then the simulated kubelet catches up with what it wrote. */
-  pass(): ReturnType<Agent["pass"]>;
+  pass(opts?: Parameters<Agent["pass"]>[1]): ReturnType<Agent["pass"]>;
   /** The node's pods are watched, in sync. */
   watched(): boolean;
   /** The node's pods as their watch holds them. */
@@ -55,8 +55,8 @@ async function withWatchingAgent(
     try {
       const stores = await AgentStores.open(config.stateDir, log.logger);
       const agent = new Agent({ config, sources, clock, log: log.logger });
-      const pass = async () => {
-        const report = await agent.pass(stores);
+      const pass = async (opts?: Parameters<Agent["pass"]>[1]) => {
+        const report = await agent.pass(stores, opts);
         await node.sync();
         return report;
       };
@@ -72,7 +72,8 @@ async function withWatchingAgent(
   });
 }
 
-const API_SERVER_CA = "kube-system/kube-apiserver-7x2kq/kube-apiserver/ca.crt";
+const APISERVER_ID = "kube-system/kube-apiserver-7x2kq";
+const API_SERVER_CA = `${APISERVER_ID}/kube-apiserver/ca.crt`;
 
 /** A file the agent stored for a parent's secret. */
 function storedSecret(node: SimNode, path: string): string {
@@ -351,4 +352,119 @@ Deno.test("at rest: every tracked parent inactive and running here, no checkpoin
     "checkpointer.alpha.coreos.com/checkpoint-of": "etcd",
   });
   assert(!atRest(inactive, running, [copy]));
+});
+
+/**
+ * Every file system call made while `fn` runs on a path under one of `dirs`: the stat, read or
+ * listing of a stored file, a manifest or a dir.
+ */
+async function fsCallsUnder<T>(dirs: string[], fn: () => Promise<T>): Promise<string[]> {
+  const names = [
+    "stat",
+    "lstat",
+    "statSync",
+    "lstatSync",
+    "readDir",
+    "readDirSync",
+    "readFile",
+    "readTextFile",
+    "readFileSync",
+    "readTextFileSync",
+    "open",
+    "openSync",
+    "realPath",
+    "realPathSync",
+  ] as const;
+  const calls: string[] = [];
+  const fs = Deno as unknown as Record<string, (path: string | URL, ...rest: unknown[]) => unknown>;
+  const saved = names.map((name) => [name, fs[name]] as const);
+  for (const [name, original] of saved) {
+    fs[name] = (path, ...rest) => {
+      if (dirs.some((dir) => String(path).startsWith(dir))) calls.push(`${name} ${path}`);
+      return original.call(Deno, path, ...rest);
+    };
+  }
+  try {
+    await fn();
+  } finally {
+    for (const [name, original] of saved) fs[name] = original;
+  }
+  return calls;
+}
+
+Deno.test("a poll that finds nothing new is idle: no file looked at; a changed answer, an event, a manifest dir's change, a refresh due each make a full pass", async () => {
+  await withWatchingAgent(async ({ node, pass, watched, clock }) => {
+    await until("the pods are watched", watched);
+    await pass();
+    await pass();
+    await untilAtRest(node);
+    const config = node.config();
+    // Not the static-pod dir: the simulated kubelet, in this process, reads it for its answers.
+    const dirs = [config.secretsDir, config.configmapsDir, config.inactiveDir, config.stateDir];
+    /** A poll, with the daemon's counts of events and of the manifest dirs' changes. */
+    const poll = (heard = 0, dirsQuiet = 0) => pass({ poll: true, heard, dirsQuiet });
+    // The first poll with these counts is full, and leaves what the polls after it compare with.
+    const full = await poll();
+    assertEquals([full.idle, full.complete, full.applied], [undefined, true, []]);
+    let idle: Awaited<ReturnType<typeof poll>> | undefined;
+    const calls = await fsCallsUnder(dirs, async () => idle = await poll());
+    assertEquals([idle?.idle, calls], [true, []]);
+    assertEquals(idle?.plan, full.plan);
+    assertEquals((await poll()).idle, true);
+
+    // An event told since: a full pass, which the next poll compares with.
+    assertEquals((await poll(1)).idle, undefined);
+    assertEquals((await poll(1)).idle, true);
+    // A change in a manifest dir.
+    assertEquals((await poll(1, 1)).idle, undefined);
+    assertEquals((await poll(1, 1)).idle, true);
+    // A refresh due: the pass that makes it puts back a stored file changed by hand meanwhile.
+    const path = join(config.secretsDir, API_SERVER_CA);
+    const stored = storedSecret(node, API_SERVER_CA);
+    Deno.writeTextFileSync(path, "changed by hand");
+    assertEquals((await poll(1, 1)).idle, true);
+    assertEquals(storedSecret(node, API_SERVER_CA), "changed by hand");
+    clock.advance(config.refreshIntervalMs);
+    const refreshed = await poll(1, 1);
+    assertEquals(refreshed.idle, undefined);
+    assertEquals(storedSecret(node, API_SERVER_CA), stored);
+    // That pass wrote: the next one is full, and leaves what the polls after it compare with.
+    assertEquals((await poll(1, 1)).idle, undefined);
+    assertEquals((await poll(1, 1)).idle, true);
+    // A request (not a poll) is always a full pass.
+    assertEquals((await pass({ heard: 1, dirsQuiet: 1 })).idle, undefined);
+
+    // A changed answer of the kubelet and the runtime, told by no event: a full pass.
+    const [id] = Object.keys(full.plan.state).filter((id) => id !== APISERVER_ID);
+    await node.deleteParent(id);
+    const gone = await poll(1, 1);
+    assertEquals([gone.idle, gone.plan.state[id]?.state], [undefined, "inactive-grace"]);
+    // A grace period running: every poll is a full pass, and the one past its end removes it.
+    assertEquals((await poll(1, 1)).idle, undefined);
+    clock.advance(config.checkpointGracePeriodMs);
+    const removed = await poll(1, 1);
+    assertEquals([removed.idle, removed.plan.removes], [undefined, [id]]);
+  });
+});
+
+Deno.test("during an outage the polls are idle while the kubelet and the runtime answer the same; the API server is asked again every poll interval", async () => {
+  await withWatchingAgent(async ({ node, pass, watched, clock }) => {
+    await until("the pods are watched", watched);
+    await pass();
+    const poll = () => pass({ poll: true, heard: 0, dirsQuiet: 0 });
+    // Every request fails from now on, also once the server listens again (SimNode.sync).
+    node.apiServer.setFault("server-error");
+    await node.apiServer.stopListening();
+    await until("the watch is broken", () => !watched());
+    const lost = await poll();
+    assert(lost.failures.some((f) => f.source === "apiserver"), JSON.stringify(lost.failures));
+    assertEquals([lost.idle, lost.plan.starts], [undefined, []]);
+    assertEquals((await poll()).idle, true);
+    assertEquals((await poll()).idle, true);
+    clock.advance(node.config().pollIntervalMs);
+    const asked = await poll();
+    assertEquals(asked.idle, undefined);
+    assert(asked.failures.some((f) => f.source === "apiserver"));
+    assertEquals((await poll()).idle, true);
+  });
 });
