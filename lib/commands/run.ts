@@ -13,7 +13,7 @@ import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
-import { createLogger, type Logger } from "../util/log.ts";
+import { type Logger, stderrLogger } from "../util/log.ts";
 import { Daemon } from "../daemon/daemon.ts";
 import type { PassCause } from "../daemon/pass_scheduler.ts";
 import { type SystemdEnv, SystemdNotifier } from "../daemon/systemd.ts";
@@ -109,7 +109,7 @@ export async function runCommand(args: string[]): Promise<number> {
   if (dryRun && !once) throw new UsageError("--dry-run: only with --once");
   // Refused before anything starts: a configuration error, not a runtime one.
   const adminListen = once ? undefined : adminListenAddress(config);
-  const log = createLogger({ minLevel: config.logLevel });
+  const log = stderrLogger(config);
   const sources = await connectNode(config, {
     log,
     // A daemon watches the API server; a single pass asks it.
