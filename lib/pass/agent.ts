@@ -119,7 +119,7 @@ export class Agent {
     const { config, sources, clock, log } = opts;
     this.#opts = opts;
     this.#observer = new Observer(config, sources, clock);
-    this.#failures = new SourceFailureLog(log);
+    this.#failures = new SourceFailureLog(log, clock);
     this.#writes = new Writes(log, opts.onApplied);
     this.#dirs = new ManifestDirChecks(config, log);
     this.#names = new ManifestNamer(log);
@@ -127,6 +127,7 @@ export class Agent {
       config,
       apiServer: sources.apiServer,
       log,
+      clock,
       writes: this.#writes,
       failures: this.#failures,
     });
@@ -196,6 +197,9 @@ export class Agent {
       opts.dirsQuiet,
       stores.status.peekAll(),
     );
+    // Said by the pass that makes them, never by a plan (`--dry-run`), which changes nothing.
+    for (const change of planned.report.changes) this.#opts.log.info("state change", change);
+    this.#sayOutside(planned.result);
     const checkpoints = await this.#apply(planned, opts.cut);
     const records = await this.#persist(stores, planned, opts.cut);
     this.#judgeStarts(stores, planned);
@@ -238,8 +242,6 @@ export class Agent {
       result,
       obs.input.observations.crashLooping,
     );
-    for (const change of report.changes) log.info("state change", change);
-    this.#sayOutside(result);
     return { started, bytesBefore, obs, result, report };
   }
 
