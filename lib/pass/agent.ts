@@ -39,6 +39,7 @@ import {
   type TrackedStateReader,
 } from "./observe.ts";
 import { recordAll, trackSandboxes, trackStatus } from "./persist.ts";
+import { ProblemLog } from "./problem_log.ts";
 import { type AppliedAction, type PassReport, plannedReport } from "./report.ts";
 import { SourceFailureLog } from "./source_failures.ts";
 import { StalledStartLog, stalledStarts } from "./stalls.ts";
@@ -112,6 +113,8 @@ export class Agent {
   readonly #crashLoops = new CrashLoops();
   /** Whether a pass has read which copies a crash loop made active before a restart. */
   #resumed = false;
+  /** Manifest files that are not pods, by path: each said once, and when it is gone or fixed. */
+  readonly #notPods: ProblemLog;
   /** Checkpoints outside the namespaces that the last pass removed: each is said once. */
   #outside = new Set<string>();
 
@@ -131,7 +134,8 @@ export class Agent {
       writes: this.#writes,
       failures: this.#failures,
     });
-    this.#stalls = new StalledStartLog(config, log);
+    this.#stalls = new StalledStartLog(config, log, clock);
+    this.#notPods = new ProblemLog(log, clock, "manifest file removed, or a pod now");
   }
 
   /** What the sources tell of their own accord, for passes on events; undefined: nothing. */
@@ -234,7 +238,16 @@ export class Agent {
     }
     const obs = this.#judged(observed, resumed);
     this.#failures.newPass(obs.failures, obs.input.observations.apiAvailable);
-    for (const p of obs.manifestProblems) log.warn("manifest is not a pod; left alone", p);
+    this.#notPods.settle(new Set(obs.manifestProblems.map((p) => p.file)));
+    for (const { file, problem } of obs.manifestProblems) {
+      this.#notPods.there(file, {
+        level: "warn",
+        msg: "manifest is not a pod; left alone",
+        about: { file },
+        fields: { problem },
+        what: problem,
+      });
+    }
     const result = runPass(obs.input);
     const report = plannedReport(
       started,

@@ -4,6 +4,7 @@
  * many passes it lasts; in between only at debug.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
+import { join } from "node:path";
 import { controlPlane } from "../../lib/sim/control_plane.ts";
 import { DaemonFixture, type LogLine } from "../admin/harness.ts";
 
@@ -98,6 +99,29 @@ Deno.test("a volume whose object is missing: said once at warn when it starts, a
         l.lasted,
       ]),
       [["info", "volume files stored again", "secrets", "5m0s"]],
+    );
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("a manifest that is not a pod: said once at warn while it stays, at info once it is gone", async () => {
+  const f = await DaemonFixture.start({ pollIntervalMs: POLL_MS });
+  try {
+    assertEquals(await passes(f, 1), [true]);
+    const file = join(f.config.staticPodDir, "installer-leftover.yaml");
+    await Deno.writeTextFile(file, "apiVersion: v1\nkind: Service\n");
+    const from = f.log.lines.length;
+    await passes(f, 20);
+    assertEquals(atLeastWarn(f.log.lines.slice(from)).map((l) => [l.level, l.msg, l.file]), [
+      ["warn", "manifest is not a pod; left alone", file],
+    ]);
+    await Deno.remove(file);
+    const back = f.log.lines.length;
+    await passes(f, 2);
+    assertEquals(
+      f.log.lines.slice(back).filter((l) => l.level !== "debug").map((l) => [l.msg, l.file]),
+      [["manifest file removed, or a pod now", file]],
     );
   } finally {
     await f.close();
