@@ -227,7 +227,7 @@ export class Agent {
     dirsQuiet?: number,
     records?: readonly StatusRecord[],
   ): Promise<Planned> {
-    const { clock, log } = this.#opts;
+    const { clock } = this.#opts;
     const started = clock.now();
     const bytesBefore = totalBytesWritten();
     const observed = await this.observe(readTracked, dirsQuiet);
