@@ -1,10 +1,9 @@
 /**
  * What the log says of the daemon's passes: one line at debug for each, with what asked for it
- * and what it did; and degraded passes (a source failed, a write failed, the pass was cut short)
- * as one problem (lib/pass/problem_log.ts): said at warn when passes start to be degraded,
- * naming the failing sources and their errors, and at info when a pass is complete again, with
- * how long it lasted and how many passes. An outage of an hour is two lines at warn and info,
- * not one a pass.
+ * and what it did; and degraded passes (a source failed, a write failed) as one problem
+ * (lib/pass/problem_log.ts): said at warn when passes start to be degraded, naming the failing
+ * sources and their errors, and at info when a pass is complete again, with how long it lasted
+ * and how many passes. An outage of an hour is two lines at warn and info, not one a pass.
  */
 import type { Clock } from "../core/time.ts";
 import { ProblemLog } from "../pass/problem_log.ts";
@@ -13,23 +12,18 @@ import type { Fields, Logger } from "../util/log.ts";
 import type { PassCause } from "./pass_scheduler.ts";
 
 /** What made a pass degraded: each failing source with its error, the first failed write. */
-function whatFailed(report: PassReport): { what: string; fields: Fields } {
+function whatFailed(report: PassReport): Fields {
   const fields: Record<string, string | number> = {};
   for (const f of report.failures) {
     const said = `${f.kind}: ${f.message}`;
     fields[f.source] = fields[f.source] === undefined ? said : `${fields[f.source]}; ${said}`;
   }
-  const sources = Object.keys(fields).sort();
   const [first] = report.errors;
   if (first) {
     fields.errors = report.errors.length;
     fields.firstError = `${first.op}${first.id ? ` ${first.id}` : ""}: ${first.message}`;
   }
-  if (report.leftToNextPass) fields.leftToNextPass = JSON.stringify(report.leftToNextPass);
-  // Each new set of failing sources is said; a pass cut short, or failed writes, only when no
-  // source failed.
-  const what = sources.length > 0 ? sources.join(",") : first ? "failed writes" : "cut short";
-  return { what, fields };
+  return fields;
 }
 
 export class PassLog {
@@ -58,8 +52,17 @@ export class PassLog {
       this.#degradedPasses = 0;
       return;
     }
+    // A pass cut short (the API server lost or back while it ran) and nothing else is followed
+    // at once by the pass that finishes its work, which says whether passes are degraded.
+    if (report.failures.length === 0 && report.errors.length === 0) return;
     this.#degradedPasses++;
-    const { what, fields } = whatFailed(report);
-    this.#degraded.there("pass", { level: "warn", msg: "pass degraded", about: {}, fields, what });
+    // Said once however the failing sources change while it lasts: each source says its own.
+    this.#degraded.there("pass", {
+      level: "warn",
+      msg: "pass degraded",
+      about: {},
+      fields: whatFailed(report),
+      what: "degraded",
+    });
   }
 }
