@@ -124,7 +124,7 @@ export class Agent {
     this.#observer = new Observer(config, sources, clock);
     this.#failures = new SourceFailureLog(log, clock);
     this.#writes = new Writes(log, opts.onApplied);
-    this.#dirs = new ManifestDirChecks(config, log);
+    this.#dirs = new ManifestDirChecks(config, log, clock);
     this.#names = new ManifestNamer(log);
     this.#checkpoints = new CheckpointWriter({
       config,
