@@ -127,7 +127,7 @@ export function createAdminApp(opts: AdminAppOptions): Hono {
     await next();
     c.header("Cache-Control", "no-store");
     c.header("X-Content-Type-Options", "nosniff");
-    log.info("admin request", {
+    log.debug("admin request", {
       method: c.req.method,
       path: rawPath(c.req.url),
       status: c.res.status,

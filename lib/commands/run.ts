@@ -4,7 +4,6 @@
  */
 import { Agent } from "../pass/agent.ts";
 import { trackedFromDisk } from "../pass/observe.ts";
-import type { PassReport } from "../pass/report.ts";
 import { adminListenAddress, type ListenAddress } from "../admin/listen.ts";
 import { serveAdmin } from "../admin/server.ts";
 import { commandOptions } from "../cli/commands.ts";
@@ -13,29 +12,12 @@ import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
-import { createLogger, type Logger } from "../util/log.ts";
+import { type Logger, stderrLogger } from "../util/log.ts";
 import { Daemon } from "../daemon/daemon.ts";
-import type { PassCause } from "../daemon/pass_scheduler.ts";
 import { type SystemdEnv, SystemdNotifier } from "../daemon/systemd.ts";
 import { connectNode } from "../sources/node.ts";
 import { AgentStores } from "../store/agent_stores.ts";
 import { formatPassReport, formatPlan } from "./report.ts";
-
-export function logPassSummary(log: Logger, report: PassReport, cause?: PassCause) {
-  const fields = {
-    ...(cause ? { trigger: cause.trigger, reasons: cause.reasons, triggers: cause.triggers } : {}),
-    complete: report.complete,
-    durationMs: Math.round(report.durationMs * 10) / 10,
-    starts: report.plan.starts.length,
-    stops: report.plan.stops.length,
-    removes: report.plan.removes.length,
-    applied: report.applied.length,
-    errors: report.errors.length,
-    bytesWritten: report.bytesWritten,
-  };
-  if (report.complete) log.debug("pass", fields);
-  else log.warn("pass degraded", fields);
-}
 
 /** What systemd passes a service to notify it (lib/daemon/systemd.ts). */
 function systemdEnv(): SystemdEnv {
@@ -60,7 +42,6 @@ async function runDaemon(daemon: Daemon, adminListen: ListenAddress, log: Logger
   };
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   for (const signal of signals) Deno.addSignalListener(signal, onSignal);
-  daemon.onPass((report, cause) => logPassSummary(log, report, cause));
   log.info("started", { node: daemon.config.nodeName, pollInterval: daemon.config.pollIntervalMs });
   const admin = await serveAdmin({ daemon, listen: adminListen, clock: systemClock, log });
   try {
@@ -109,7 +90,7 @@ export async function runCommand(args: string[]): Promise<number> {
   if (dryRun && !once) throw new UsageError("--dry-run: only with --once");
   // Refused before anything starts: a configuration error, not a runtime one.
   const adminListen = once ? undefined : adminListenAddress(config);
-  const log = createLogger({ minLevel: config.logLevel });
+  const log = stderrLogger(config);
   const sources = await connectNode(config, {
     log,
     // A daemon watches the API server; a single pass asks it.

@@ -9,7 +9,7 @@ import { loadConfig } from "../config/load.ts";
 import { snapshotDocument } from "../core/snapshot.ts";
 import { systemClock } from "../core/time.ts";
 import { jsonText } from "../util/json_text.ts";
-import { createLogger } from "../util/log.ts";
+import { stderrLogger } from "../util/log.ts";
 import { connectNode } from "../sources/node.ts";
 
 export async function snapshotCommand(args: string[]): Promise<number> {
@@ -20,7 +20,7 @@ export async function snapshotCommand(args: string[]): Promise<number> {
       config,
       sources,
       clock: systemClock,
-      log: createLogger({ minLevel: config.logLevel }),
+      log: stderrLogger(config),
     });
     const observation = await agent.observe(trackedFromDisk(config.stateDir));
     // Any pod of the node is in it, however deep it nests.

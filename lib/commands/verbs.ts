@@ -25,7 +25,7 @@ import {
   type VerbResult,
 } from "../pass/verbs.ts";
 import { AgentStores } from "../store/agent_stores.ts";
-import { createLogger } from "../util/log.ts";
+import { stderrLogger } from "../util/log.ts";
 
 /**
  * How long the agent may take to answer: a verb waits for the pass under way, which waits on
@@ -114,7 +114,7 @@ async function onDisk(config: Config, request: VerbRequest, why: string): Promis
         EXIT_FAILURE,
       );
     }
-    const log = createLogger({ minLevel: config.logLevel });
+    const log = stderrLogger(config);
     const stores = await AgentStores.open(config.stateDir, log);
     const result = await runVerb(config, stores, request, systemClock.now(), log);
     return { result, source: `the disk, under ${config.lockFile} (${why})` };

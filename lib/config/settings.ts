@@ -12,7 +12,7 @@
  * and must follow: README.md's configuration table (tests/config/settings_test.ts shows the row it wants)
  * and systemd/config.yaml (`deno run -A scripts/config_file.ts` writes it).
  */
-import { LEVELS } from "../util/log.ts";
+import { LEVELS, LOG_FORMATS } from "../util/log.ts";
 import {
   absolutePath,
   boolean,
@@ -286,7 +286,16 @@ export const SETTINGS = {
     kind: oneOf(LEVELS),
     field: "logLevel",
     default: "info",
-    help: "the least level logged; `debug` adds a line per pass and a source's repeated failures",
+    help:
+      "the least level logged; `debug` adds each pass, each admin request, and lasting problems again",
+  }),
+  logFormat: setting({
+    flag: "log-format",
+    kind: oneOf(LOG_FORMATS),
+    field: "logFormat",
+    default: "auto",
+    help:
+      "`text` (key=value) or `json` lines; `auto`: text on a terminal or in the journal, else JSON",
   }),
 };
 

@@ -16,6 +16,7 @@ import { DirWatcher, type WatchFs } from "./dir_watch.ts";
 import { HeapTrimmer } from "./memory.ts";
 import type { Timers } from "../util/timers.ts";
 import { type PassCause, PassScheduler } from "./pass_scheduler.ts";
+import { PassLog } from "./pass_log.ts";
 import type { AgentStores } from "../store/agent_stores.ts";
 import { REACHABILITY } from "../sources/changes.ts";
 
@@ -104,6 +105,8 @@ export class Daemon {
       timers: opts.timers,
       log: opts.log,
     });
+    const passes = new PassLog(opts.log, opts.clock);
+    this.onPass((report, cause) => passes.passed(report, cause));
   }
 
   /** Told of every pass, with what asked for it. The listener must never throw. */

@@ -41,6 +41,7 @@ import {
   type TrackedStateReader,
 } from "./observe.ts";
 import { recordAll, trackSandboxes, trackStatus } from "./persist.ts";
+import { ProblemLog } from "./problem_log.ts";
 import { type AppliedAction, type PassReport, plannedReport } from "./report.ts";
 import { SourceFailureLog } from "./source_failures.ts";
 import { StalledStartLog, stalledStarts } from "./stalls.ts";
@@ -131,6 +132,8 @@ export class Agent {
   readonly #crashLoops = new CrashLoops();
   /** Whether a pass has read which copies a crash loop made active before a restart. */
   #resumed = false;
+  /** Manifest files that are not pods, by path: each said once, and when it is gone or fixed. */
+  readonly #notPods: ProblemLog;
   /** Checkpoints outside the namespaces that the last pass removed: each is said once. */
   #outside = new Set<string>();
   /** What the last pass started from, if a poll finding the same may be idle. */
@@ -140,18 +143,20 @@ export class Agent {
     const { config, sources, clock, log } = opts;
     this.#opts = opts;
     this.#observer = new Observer(config, sources, clock);
-    this.#failures = new SourceFailureLog(log);
+    this.#failures = new SourceFailureLog(log, clock);
     this.#writes = new Writes(log, opts.onApplied);
-    this.#dirs = new ManifestDirChecks(config, log);
+    this.#dirs = new ManifestDirChecks(config, log, clock);
     this.#names = new ManifestNamer(log);
     this.#checkpoints = new CheckpointWriter({
       config,
       apiServer: sources.apiServer,
       log,
+      clock,
       writes: this.#writes,
       failures: this.#failures,
     });
-    this.#stalls = new StalledStartLog(config, log);
+    this.#stalls = new StalledStartLog(config, log, clock);
+    this.#notPods = new ProblemLog(log, clock, "manifest file removed, or a pod now");
   }
 
   /** What the sources tell of their own accord, for passes on events; undefined: nothing. */
@@ -223,6 +228,9 @@ export class Agent {
       stores.status.peekAll(),
       idle.asked,
     );
+    // Said by the pass that makes them, never by a plan (`--dry-run`), which changes nothing.
+    for (const change of planned.report.changes) this.#opts.log.info("state change", change);
+    this.#sayOutside(planned.result);
     const checkpoints = await this.#apply(planned, opts.cut);
     const records = await this.#persist(stores, planned, opts.cut);
     this.#judgeStarts(stores, planned);
@@ -306,7 +314,7 @@ export class Agent {
     records?: readonly StatusRecord[],
     asked?: NodeAnswers,
   ): Promise<Planned> {
-    const { clock, log } = this.#opts;
+    const { clock } = this.#opts;
     const started = clock.now();
     const bytesBefore = totalBytesWritten();
     const observed = await this.#observer.observe(readTracked, dirsQuiet, asked);
@@ -317,7 +325,16 @@ export class Agent {
     }
     const obs = this.#judged(observed, resumed);
     this.#failures.newPass(obs.failures, obs.input.observations.apiAvailable);
-    for (const p of obs.manifestProblems) log.warn("manifest is not a pod; left alone", p);
+    this.#notPods.settle(new Set(obs.manifestProblems.map((p) => p.file)));
+    for (const { file, problem } of obs.manifestProblems) {
+      this.#notPods.there(file, {
+        level: "warn",
+        msg: "manifest is not a pod; left alone",
+        about: { file },
+        fields: { problem },
+        what: problem,
+      });
+    }
     const result = runPass(obs.input);
     const report = plannedReport(
       started,
@@ -325,8 +342,6 @@ export class Agent {
       result,
       obs.input.observations.crashLooping,
     );
-    for (const change of report.changes) log.info("state change", change);
-    this.#sayOutside(result);
     return { started, bytesBefore, obs, result, report };
   }
 

@@ -32,7 +32,13 @@ import {
   type SanitizedCheckpoint,
 } from "../core/sanitize.ts";
 import { actionOf } from "../core/state.ts";
-import { formatInstant, type Instant, millisToDuration, parseInstant } from "../core/time.ts";
+import {
+  type Clock,
+  formatInstant,
+  type Instant,
+  millisToDuration,
+  parseInstant,
+} from "../core/time.ts";
 import { agentUid } from "../disk/dirs.ts";
 import { renderManifest, writeInactiveManifest } from "../disk/manifests.ts";
 import {
@@ -65,6 +71,7 @@ import { isFrozenWhole } from "../util/frozen.ts";
 import type { Logger } from "../util/log.ts";
 import { type Lineage, sameDirIn, versionsInPlace } from "./lineage.ts";
 import type { Observation } from "./observe.ts";
+import { ProblemLog } from "./problem_log.ts";
 import type { PassReport } from "./report.ts";
 import type { SourceFailureLog } from "./source_failures.ts";
 import type { Outcome, Writes } from "./writes.ts";
@@ -189,6 +196,7 @@ export interface CheckpointWriterOptions {
   config: Config;
   apiServer: ApiServerClient;
   log: Logger;
+  clock: Clock;
   writes: Writes;
   failures: SourceFailureLog;
 }
@@ -232,8 +240,10 @@ export class CheckpointWriter {
   readonly #refreshedAt = new Map<string, Instant>();
   /** Per parent: the sanitizer's warnings last logged, so that each is said once. */
   readonly #warned = new Map<string, string>();
-  /** Per parent of which no checkpoint can be made: why, as said once (refusal). */
-  readonly #refused = new Map<string, string>();
+  /** Parents of which no checkpoint can be made, by id: why, said once (refusal). */
+  readonly #refused: ProblemLog;
+  /** Volumes whose files are kept as they were, by `id volume`: why, said once. */
+  readonly #volumesKept: ProblemLog;
   /** Parents frozen whole (lib/util/frozen.ts) of which no checkpoint can be made, and why. */
   readonly #refusals = new WeakMap<Pod, string>();
   /** Inactive manifests known to be what their parent (the key) makes of them. */
@@ -268,6 +278,12 @@ export class CheckpointWriter {
   constructor(opts: CheckpointWriterOptions) {
     this.#opts = opts;
     this.#paths = opts.config;
+    this.#refused = new ProblemLog(
+      opts.log,
+      opts.clock,
+      "a checkpoint of this parent can be made again",
+    );
+    this.#volumesKept = new ProblemLog(opts.log, opts.clock, "volume files stored again");
   }
 
   /** The candidate of a parent, as this process watches it. */
@@ -410,11 +426,12 @@ export class CheckpointWriter {
       // stays whatever happens to the parent; the planner decides about that.
       await writes.attempt(report, "checkpoint", id, () => this.#discard(id, "parent not seen"));
     }
+    this.#refused.retain((id) => result.tracked.has(id));
+    this.#volumesKept.retain((key) => result.tracked.has(key.slice(0, key.indexOf(" "))));
     for (
       const memory of [
         this.#refreshedAt,
         this.#warned,
-        this.#refused,
         this.#objects,
         this.#storedFiles,
         this.#inPlace,
@@ -590,7 +607,7 @@ export class CheckpointWriter {
 
   /** Fetches and writes one version's files; true when every one was fetched and stored. */
   async #storeFiles(work: Work, sanitized: SanitizedCheckpoint, version: number) {
-    const { config, writes, log } = this.#opts;
+    const { config, writes } = this.#opts;
     const { id, parent } = work;
     const objects = await this.#fetchObjects(
       parent.metadata.namespace,
@@ -612,7 +629,18 @@ export class CheckpointWriter {
         detail: `${files.written} written, ${files.removed} removed`,
       });
     }
-    for (const s of files.skipped) log.warn("volume files kept as they were", { id, ...s });
+    // Tried again every pass while one is skipped: said when it starts and when it ends.
+    const kept = new Set(files.skipped.map((s) => `${id} ${s.volume}`));
+    this.#volumesKept.settle(kept, (key) => key.startsWith(`${id} `));
+    for (const s of files.skipped) {
+      this.#volumesKept.there(`${id} ${s.volume}`, {
+        level: "warn",
+        msg: "volume files kept as they were",
+        about: { id, volume: s.volume },
+        fields: { reason: s.reason },
+        what: s.reason,
+      });
+    }
     return objects.complete && files.skipped.length === 0;
   }
 
@@ -855,8 +883,8 @@ export class CheckpointWriter {
 
   /**
    * Whether no checkpoint of `parent` can be made this pass: one object's failure, not the
-   * pass's, said once while it lasts (again when the reason changes). Its kept version, if it
-   * has one, stays as it is.
+   * pass's, said when it starts, once for each new reason while it lasts, and when it ends
+   * (problem_log.ts). Its kept version, if it has one, stays as it is.
    */
   #refuse(id: string, parent: Pod): boolean {
     // A parent whose digest is kept passed this check when it was taken.
@@ -864,17 +892,17 @@ export class CheckpointWriter {
       ? undefined
       : this.#refusals.get(parent) ?? refusal(parent, this.#opts.config);
     if (why === undefined) {
-      this.#refused.delete(id);
+      this.#refused.over(id);
       return false;
     }
     if (isFrozenWhole(parent)) this.#refusals.set(parent, why);
-    if (this.#refused.get(id) !== why) {
-      this.#refused.set(id, why);
-      this.#opts.log.error("no checkpoint can be made of this parent; its kept version stays", {
-        id,
-        error: why,
-      });
-    }
+    this.#refused.there(id, {
+      level: "error",
+      msg: "no checkpoint can be made of this parent; its kept version stays",
+      about: { id },
+      fields: { error: why },
+      what: why,
+    });
     return true;
   }
 

@@ -5,18 +5,25 @@
 import type { CheckpointTrees } from "../core/checkpoint_layout.ts";
 import { sweepTempFiles } from "../disk/atomic_write.ts";
 import { separateMounts } from "../disk/mounts.ts";
+import type { Clock } from "../core/time.ts";
 import type { Logger } from "../util/log.ts";
+import { ProblemLog } from "./problem_log.ts";
 
 export class ManifestDirChecks {
   /** Whether this process has swept both manifest dirs of temp files a crash left. */
   #swept = false;
   /** Whether this process has looked at the manifest dirs' mounts. */
   #mountsChecked = false;
+  /** Dirs whose sweep failed, tried again each pass: said once, and when it works. */
+  readonly #unswept: ProblemLog;
 
   constructor(
     private readonly trees: Pick<CheckpointTrees, "staticPodDir" | "inactiveDir">,
     private readonly log: Logger,
-  ) {}
+    clock: Clock,
+  ) {
+    this.#unswept = new ProblemLog(log, clock, "temp files swept");
+  }
 
   async beforeWriting() {
     this.#warnIfActivationCopies();
@@ -52,11 +59,14 @@ export class ManifestDirChecks {
       try {
         const files = await sweepTempFiles(dir);
         if (files.length > 0) this.log.info("leftover temp files removed", { dir, files });
+        this.#unswept.over(dir);
       } catch (e) {
         swept = false;
-        this.log.warn("temp files not swept; tried again next pass", {
-          dir,
-          error: (e as Error).message,
+        this.#unswept.there(dir, {
+          level: "warn",
+          msg: "temp files not swept; tried again next pass",
+          about: { dir },
+          fields: { error: (e as Error).message },
         });
       }
     }

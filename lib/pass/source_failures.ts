@@ -1,56 +1,56 @@
 /**
- * What the log says about failing sources: each problem once when it is new, at debug while it
- * lasts, and at info when its source answers again, so a node in an outage does not log the same
- * lines every pass.
+ * What the log says about failing sources (problem_log.ts): a source's problem said once when it
+ * starts, each new way it fails once while it lasts, at debug on every pass in between, and at
+ * info when the source answers again, so a node in an outage does not log the same lines every
+ * pass.
  */
 import type { Logger } from "../util/log.ts";
+import type { Clock } from "../core/time.ts";
 import { isConfigurationFailure, type SourceFailure, type SourceName } from "../sources/types.ts";
+import { ProblemLog } from "./problem_log.ts";
 
 export class SourceFailureLog {
-  /** Passes so far, and the failures logged (source/kind/problem) with the pass last seen in. */
-  #passes = 0;
-  readonly #problemsSeen = new Map<string, number>();
-  /** Sources whose observation failed in the previous pass. */
-  #failingSources = new Set<SourceName>();
+  readonly #problems: ProblemLog;
+  /** Sources that failed a request (not an observation) since the last pass began. */
+  #failedRequests = new Set<SourceName>();
 
-  constructor(private readonly log: Logger) {}
-
-  /** A pass's observation failures, once per pass; also says which sources answer again. */
-  newPass(failures: SourceFailure[], apiAvailable: boolean) {
-    this.#passes++;
-    for (const [problem, pass] of this.#problemsSeen) {
-      if (pass < this.#passes - 1) this.#problemsSeen.delete(problem);
-    }
-    const failing = new Set(failures.map((failure) => failure.source));
-    for (const source of this.#failingSources) {
-      if (!failing.has(source)) this.log.info("source answers again", { source });
-    }
-    this.#failingSources = failing;
-    for (const failure of failures) this.failed(failure, apiAvailable);
+  constructor(log: Logger, clock: Clock) {
+    this.#problems = new ProblemLog(log, clock, "source answers again");
   }
 
   /**
-   * A failure is said at warn (error when the configuration must change) when it is new: not
-   * seen, with the same source, kind and problem, in this pass or the previous one. While it
-   * repeats it is said at debug.
+   * A pass's observation failures, once per pass. A source answers again when neither they
+   * nor the requests of the pass before (a secret's fetch, retried every pass while it fails)
+   * have failed.
    */
+  newPass(failures: SourceFailure[], apiAvailable: boolean) {
+    const failing = new Set<string>(this.#failedRequests);
+    for (const failure of failures) failing.add(failure.source);
+    this.#problems.settle(failing);
+    this.#failedRequests = new Set();
+    for (const failure of failures) this.#say(failure, apiAvailable);
+  }
+
+  /** A request of the pass failed. */
   failed(failure: SourceFailure, apiAvailable: boolean) {
-    const { log } = this;
-    const problem = `${failure.source}/${failure.kind}/${failure.problem ?? failure.message}`;
-    const seen = this.#problemsSeen.has(problem);
-    this.#problemsSeen.set(problem, this.#passes);
-    const fields = { source: failure.source, kind: failure.kind, error: failure.message };
-    if (seen) return log.debug("source still failing", fields);
+    this.#failedRequests.add(failure.source);
+    this.#say(failure, apiAvailable);
+  }
+
+  /** At warn, or error when the configuration must change. */
+  #say(failure: SourceFailure, apiAvailable: boolean) {
+    const about = { source: failure.source };
+    const fields = { kind: failure.kind, error: failure.message };
+    const what = `${failure.kind}/${failure.problem ?? failure.message}`;
     // The kubelet authorizes through the API server: refusals during an outage are the outage.
     const outage = failure.source === "kubelet" && !apiAvailable &&
       failure.kind !== "misconfigured";
-    if (!isConfigurationFailure(failure) || outage) {
-      log.warn("source unavailable this pass", fields);
-    } else if (failure.kind === "misconfigured") {
+    const problem = !isConfigurationFailure(failure) || outage
+      ? { level: "warn" as const, msg: "source unavailable" }
+      : failure.kind === "misconfigured"
       // The message says what to fix: a kubeconfig field, a proxy variable, kubeletCaFile.
-      log.error("source not asked: fix the configuration the error names", fields);
-    } else {
-      log.error("credentials refused: check the kubeconfig and RBAC", fields);
-    }
+      ? { level: "error" as const, msg: "source not asked: fix the configuration the error names" }
+      : { level: "error" as const, msg: "credentials refused: check the kubeconfig and RBAC" };
+    this.#problems.there(failure.source, { ...problem, about, fields, what });
   }
 }

@@ -12,11 +12,12 @@ import type { Config } from "../config/types.ts";
 import { copyPodId } from "../core/ids.ts";
 import { asArray, type Json } from "../core/json.ts";
 import type { Pod } from "../core/pod.ts";
-import { type Instant, millisToDuration, parseInstant } from "../core/time.ts";
+import { type Clock, type Instant, millisToDuration, parseInstant } from "../core/time.ts";
 import { formatDuration } from "../config/duration.ts";
 import type { RunningPod } from "../sources/cri.ts";
 import type { StatusRecord } from "../store/status_record.ts";
 import type { Logger } from "../util/log.ts";
+import { ProblemLog } from "./problem_log.ts";
 
 export interface StalledStart {
   /** The checkpoint, `namespace/name`. */
@@ -67,17 +68,24 @@ export function imagesOf(pod: Pod | undefined): string[] {
 }
 
 /**
- * What the log says about stalled starts: an error once per stall (a checkpoint activated anew
- * and stalled again is a new stall), naming the likely causes, and a line when it ends.
+ * What the log says about stalled starts (problem_log.ts): an error once per stall (a checkpoint
+ * activated anew and stalled again is a new stall), naming the likely causes, and a line when it
+ * ends.
  */
 export class StalledStartLog {
-  /** The stalls said, as `id activeSince`. */
-  readonly #said = new Set<string>();
+  readonly #stalls: ProblemLog;
 
   constructor(
     private readonly config: Pick<Config, "staticPodDir" | "startTimeoutMs">,
-    private readonly log: Logger,
-  ) {}
+    log: Logger,
+    clock: Clock,
+  ) {
+    this.#stalls = new ProblemLog(
+      log,
+      clock,
+      "stalled start over: the copy runs, or the checkpoint is no longer active",
+    );
+  }
 
   /**
    * This pass's judgement; `undefined` when nothing was judged (the runtime did not answer),
@@ -89,30 +97,22 @@ export class StalledStartLog {
     manifestOf: (id: string) => { file?: string; pod?: Pod },
   ) {
     if (stalled === undefined) return;
-    const now = new Set(stalled.map((s) => `${s.id} ${s.activeSince}`));
-    for (const key of this.#said) {
-      if (now.has(key)) continue;
-      this.#said.delete(key);
-      this.log.info("stalled start over: the copy runs, or the checkpoint is no longer active", {
-        checkpoint: key.split(" ")[0],
-      });
-    }
+    const key = (s: StalledStart) => `${s.id} ${s.activeSince}`;
+    this.#stalls.settle(new Set(stalled.map(key)));
     for (const s of stalled) {
-      const key = `${s.id} ${s.activeSince}`;
-      if (this.#said.has(key)) continue;
-      this.#said.add(key);
       const manifest = manifestOf(s.id);
-      this.log.error(
-        `stalled start: the checkpoint has been active for ${
+      this.#stalls.there(key(s), {
+        level: "error",
+        msg: `stalled start: the checkpoint has been active for ${
           formatDuration(this.config.startTimeoutMs)
         } or more and the runtime runs no copy of it`,
-        {
-          checkpoint: s.id,
+        about: { checkpoint: s.id },
+        fields: {
           activeSince: s.activeSince,
           copy: s.copy,
           likelyCauses: this.#causes(manifest.file, imagesOf(manifest.pod)),
         },
-      );
+      });
     }
   }
 

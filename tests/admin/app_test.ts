@@ -379,9 +379,10 @@ Deno.test("an internal error answers 500 internal error, with no stack, and is l
   });
 });
 
-Deno.test("every request is logged as one structured line: method, path, status, duration", async () => {
+Deno.test("every request, a metrics scrape included, is logged at debug as one structured line: method, path, status, duration", async () => {
   await withServedDaemon({}, async (f) => {
     await (await f.request("/healthz")).body?.cancel();
+    await (await f.request("/metrics")).body?.cancel();
     await (await f.request("/nope?x=1")).body?.cancel();
     await f.raw("GET /v1/checkpoints/%2e%2e/x HTTP/1.1");
     await (await f.request("/v1/reconcile", { method: "POST" })).body?.cancel();
@@ -389,10 +390,11 @@ Deno.test("every request is logged as one structured line: method, path, status,
     assertEquals(
       lines.map((l) => [l.level, l.method, l.path, l.status]),
       [
-        ["info", "GET", "/healthz", 200],
-        ["info", "GET", "/nope", 404],
-        ["info", "GET", "/v1/checkpoints/%2e%2e/x", 400],
-        ["info", "POST", "/v1/reconcile", 403],
+        ["debug", "GET", "/healthz", 200],
+        ["debug", "GET", "/metrics", 200],
+        ["debug", "GET", "/nope", 404],
+        ["debug", "GET", "/v1/checkpoints/%2e%2e/x", 400],
+        ["debug", "POST", "/v1/reconcile", 403],
       ],
     );
     for (const line of lines) {

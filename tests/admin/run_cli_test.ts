@@ -52,7 +52,7 @@ Deno.test("ckpt-agent run serves its admin socket, and removes it after the last
     const socket = join(node.root, "run/admin.sock");
     const config = await node.writeConfigFile({ adminListen: `unix:${socket}` });
     const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-all", "--quiet", MAIN, "run", "--config", config],
+      args: ["run", "--allow-all", "--quiet", MAIN, "run", "--config", config, "--log-level=debug"],
       stdout: "piped",
       stderr: "piped",
     }).spawn();
@@ -78,8 +78,11 @@ Deno.test("ckpt-agent run serves its admin socket, and removes it after the last
     ]
       .map((msg) => messages.indexOf(msg));
     assert(order.every((i, n) => i >= 0 && (n === 0 || i > order[n - 1])), messages.join("\n"));
-    const requests = stderr.split("\n").filter((l) => l.includes('"admin request"'));
-    assert(requests.some((l) => l.includes('"path":"/v1/checkpoints"')));
+    // Requests, probes and scrapes included, are said at debug only.
+    const requests = stderr.trim().split("\n").map((line) => JSON.parse(line))
+      .filter((l) => l.msg === "admin request");
+    assert(requests.some((l) => l.path === "/v1/checkpoints"));
+    assertEquals(new Set(requests.map((l) => l.level)), new Set(["debug"]));
   } finally {
     await node.close();
   }

@@ -42,6 +42,7 @@ const DEFAULT_CONFIG: Config = {
   adminAllowRemote: false,
   adminTokenFile: "/etc/ckpt-agent/admin-token",
   logLevel: "info",
+  logFormat: "auto",
 };
 
 /** Loads with a private environment and host name, never the machine's own config file. */
@@ -119,6 +120,7 @@ adminListen: "[::1]:9000"
 adminAllowRemote: true
 adminTokenFile: /k/token
 logLevel: debug
+logFormat: text
 `);
   assertEquals(config, {
     kubeconfig: "/k/kubeconfig",
@@ -151,6 +153,7 @@ logLevel: debug
     adminAllowRemote: true,
     adminTokenFile: "/k/token",
     logLevel: "debug",
+    logFormat: "text",
   });
 });
 
@@ -326,6 +329,7 @@ Deno.test("every bad YAML value is one line naming the file, the line and column
     ],
     [{ adminAllowRemote: "true" }, 'adminAllowRemote: must be true or false, not "true"'],
     [{ logLevel: "verbose" }, 'logLevel: must be one of debug, info, warn, error, not "verbose"'],
+    [{ logFormat: "logfmt" }, 'logFormat: must be one of auto, text, json, not "logfmt"'],
     [{ pollIntervall: "5s" }, "pollIntervall: unknown key (did you mean pollInterval?)"],
     [{ "lock-file": "/x" }, "lock-file: unknown key (did you mean lockFile?)"],
     [{ nonsense: 1 }, "nonsense: unknown key"],

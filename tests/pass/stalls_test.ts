@@ -101,7 +101,8 @@ Deno.test("a kubelet that reads another directory: every activated copy is a sta
     // The kubelet reads etc/kubernetes/manifests; this agent writes next to it.
     const staticPodDir = join(n.node.root, "etc/kubernetes/other-manifests");
     await n.restart({ staticPodDir });
-    const errors = () => n.log.lines.filter((l) => l.msg.startsWith("stalled start:"));
+    const errors = () =>
+      n.log.lines.filter((l) => l.level === "error" && l.msg.startsWith("stalled start:"));
     await n.pass();
     await n.node.loseControlPlane();
     const down = await n.pass();
