@@ -150,6 +150,11 @@ export const ENVIRONMENT: readonly [names: string[], what: string][] = [
     "The watchdog period (WatchdogSec=): the agent pings every third of it while its loop is " +
     "alive, and stops when a pass outruns the longest its peers' deadlines allow.",
   ],
+  [
+    ["JOURNAL_STREAM"],
+    "Set by systemd when standard error is the journal: each log line then starts with its " +
+    "syslog priority (<3> error to <7> debug), and logFormat auto writes text without the time.",
+  ],
   [["SYSTEMD_UNIT_PATH"], "Where doctor looks for the unit and its drop-ins, as systemd does."],
 ];
 
