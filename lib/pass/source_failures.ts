@@ -44,7 +44,13 @@ export class SourceFailureLog {
     // The kubelet authorizes through the API server: refusals during an outage are the outage.
     const outage = failure.source === "kubelet" && !apiAvailable &&
       failure.kind !== "misconfigured";
-    if (!isConfigurationFailure(failure) || outage) {
+    if (failure.kind === "not-permitted") {
+      // Ours: the problem names the permission and the flag; every checkpoint holds meanwhile.
+      log.error("permission missing: every checkpoint holds its state until it is given", {
+        ...fields,
+        permission: failure.problem,
+      });
+    } else if (!isConfigurationFailure(failure) || outage) {
       log.warn("source unavailable this pass", fields);
     } else if (failure.kind === "misconfigured") {
       // The message says what to fix: a kubeconfig field, a proxy variable, kubeletCaFile.
