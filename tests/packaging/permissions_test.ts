@@ -34,6 +34,13 @@ Deno.test("deno task demo and agent-strict run with exactly the compiled binary'
   assertEquals(denoJson.tasks["agent-strict"], `deno run ${flags} main.ts`);
 });
 
+Deno.test("docs/building.md's table of permissions lists exactly the binary's flags", async () => {
+  const doc = await Deno.readTextFile(new URL("../../docs/building.md", import.meta.url));
+  const section = doc.split("## The permissions, and why each is needed")[1].split("\n#")[0];
+  const listed = [...section.matchAll(/^\| `(--[^`]+)`/gm)].map((m) => m[1]);
+  assertEquals(listed.sort(), ["--no-prompt", ...AGENT_PERMISSIONS.map((p) => p.flag)].sort());
+});
+
 Deno.test("with the compiled permissions: a pass, a dry run, a snapshot, verify", async () => {
   await withNode(async (node, configFile) => {
     const config = ["--config", configFile];
