@@ -64,4 +64,17 @@ export async function main(args: string[]): Promise<number> {
   return await run(name, rest);
 }
 
-if (import.meta.main) Deno.exit(await main(Deno.args));
+/**
+ * A kubeconfig without a CA means the system's roots, as for kubectl; Deno's default is its own
+ * copy of Mozilla's. Deno builds its root store when the first TLS connection needs it, so this
+ * comes in time; an operator's own DENO_TLS_CA_STORE is kept (docs/building.md, "The system's
+ * roots").
+ */
+function trustSystemRoots() {
+  if (Deno.env.get("DENO_TLS_CA_STORE") === undefined) Deno.env.set("DENO_TLS_CA_STORE", "system");
+}
+
+if (import.meta.main) {
+  trustSystemRoots();
+  Deno.exit(await main(Deno.args));
+}

@@ -155,6 +155,11 @@ export const ENVIRONMENT: readonly [names: string[], what: string][] = [
     "Set by systemd when standard error is the journal: each log line then starts with its " +
     "syslog priority (<3> error to <7> debug), and logFormat auto writes text without the time.",
   ],
+  [
+    ["DENO_TLS_CA_STORE"],
+    "Which roots verify a peer whose kubeconfig gives no CA: system (the default the agent sets " +
+    "when it is unset: the system's store, or the file SSL_CERT_FILE names) or mozilla.",
+  ],
   [["SYSTEMD_UNIT_PATH"], "Where doctor looks for the unit and its drop-ins, as systemd does."],
 ];
 

@@ -14,7 +14,7 @@
  * exported directly.
  */
 import { Counter, Gauge, Histogram, Registry } from "./exposition.ts";
-import type { PassReport } from "../pass/report.ts";
+import { type PassReport, PERMISSION_ERROR_PLACES, permissionErrors } from "../pass/report.ts";
 import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import { type PassCause, TRIGGERS } from "../daemon/pass_scheduler.ts";
@@ -56,6 +56,7 @@ export class AdminMetrics {
   readonly #transitions: Counter<"from" | "to">;
   readonly #sourceErrors: Counter<"source" | "kind">;
   readonly #writeErrors: Counter<"op">;
+  readonly #permissionErrors: Counter<"where">;
   readonly #bytesWritten: Counter;
   readonly #promotions: Counter;
   readonly #rollbacks: Counter;
@@ -102,6 +103,14 @@ export class AdminMetrics {
       labelNames: ["op"],
       registers,
     });
+    this.#permissionErrors = this.#passCounter(
+      "permission_errors_total",
+      "Permissions the agent runs without, met in a pass (a configuration error of ours, never " +
+        "an outage: every checkpoint holds its state; the log names the flag), by where: " +
+        "apiserver, kubelet, runtime (asking that source), pass (the pass's own writes).",
+      "where",
+      PERMISSION_ERROR_PLACES,
+    );
     this.#bytesWritten = new Counter({
       name: `${PREFIX}bytes_written_total`,
       help: "Bytes written: manifests, stored secret and configmap files, state records.",
@@ -270,6 +279,7 @@ export class AdminMetrics {
       this.#sourceErrors.inc({ source: failure.source, kind: failure.kind });
     }
     for (const error of report.errors) this.#writeErrors.inc({ op: error.op });
+    for (const { where } of permissionErrors(report)) this.#permissionErrors.inc({ where });
     this.#bytesWritten.inc(report.bytesWritten);
     this.#promotions.inc(report.applied.filter((a) => a.op === "promote").length);
     this.#inheritances.inc(report.applied.filter((a) => a.op === "inherit").length);

@@ -53,6 +53,12 @@ export interface Observations {
    * their copy never stands in the successor's way. Unset: none.
    */
   superseded?: readonly string[];
+  /**
+   * A source failed for a reason of the agent's own (a permission it runs without): what it
+   * would have said is unknown, and no outage. Every checkpoint holds its state, as when the
+   * runtime cannot be asked (docs/design.md#own-failures). Unset: none did.
+   */
+  ownFailure?: boolean;
   localParents: readonly Pod[];
   apiParents: readonly Pod[];
   activeCheckpoints: readonly Pod[];
@@ -100,7 +106,10 @@ export interface PassResult {
   changes: StateChange[];
   /** Valid parents seen this pass, by id: what the apply step checkpoints. */
   parents: Map<string, Pod>;
-  /** False when the runtime could not be asked: the pass merged and held every state. */
+  /**
+   * False when the runtime could not be asked, or a source failed for the agent's own reason:
+   * the pass merged and held every state.
+   */
   transitioned: boolean;
 }
 
@@ -165,7 +174,7 @@ export function runPass(input: PassInput): PassResult {
     tracked,
     changes: [],
     parents,
-    transitioned: obs.runtimeAvailable,
+    transitioned: obs.runtimeAvailable && !obs.ownFailure,
   };
   /** Removes `id` for a reason that is not its own transition, and says so. */
   const forget = (id: string, cause: NonNullable<StateChange["cause"]>) => {
@@ -187,9 +196,10 @@ export function runPass(input: PassInput): PassResult {
     forget(id, "superseded");
     result.removes.push(id);
   }
-  // The runtime could not say what runs: every checkpoint holds its state
-  // (docs/design.md#runtime-unknown).
-  if (!obs.runtimeAvailable) return result;
+  // The runtime could not say what runs, or a source could not be asked for a reason of the
+  // agent's own: every checkpoint holds its state (docs/design.md#runtime-unknown,
+  // docs/design.md#own-failures).
+  if (!result.transitioned) return result;
 
   const step = (id: string): CheckpointState => {
     const from = tracked.get(id)!;

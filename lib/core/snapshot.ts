@@ -82,6 +82,7 @@ export const SnapshotSchema = v.pipe(
     runtimeAvailable: v.optional(v.boolean(), true),
     kubeletAvailable: v.optional(v.boolean(), true),
     kubeletVerified: v.optional(v.boolean(), true),
+    ownFailure: v.optional(v.boolean()),
     localRunning: PodList,
     crashLooping: v.optional(record(v.pipe(int(), v.minValue(1)))),
     superseded: v.optional(v.array(v.pipe(
@@ -152,6 +153,7 @@ export function parseSnapshot(text: string): PassInput {
       runtimeAvailable: s.runtimeAvailable,
       kubeletAvailable: s.kubeletAvailable,
       kubeletVerified: s.kubeletVerified,
+      ...(s.ownFailure ? { ownFailure: true } : {}),
       localRunning: s.localRunning,
       ...(s.crashLooping ? { crashLooping: s.crashLooping } : {}),
       ...(s.superseded ? { superseded: s.superseded } : {}),
@@ -208,6 +210,7 @@ export interface SnapshotDocument {
   runtimeAvailable: boolean;
   kubeletAvailable: boolean;
   kubeletVerified: boolean;
+  ownFailure?: boolean;
   localRunning: Pod[];
   crashLooping?: Record<string, number>;
   superseded?: string[];
@@ -230,6 +233,7 @@ export function snapshotDocument(input: PassInput): SnapshotDocument {
     runtimeAvailable: o.runtimeAvailable,
     kubeletAvailable: o.kubeletAvailable,
     kubeletVerified: o.kubeletVerified !== false,
+    ...(o.ownFailure ? { ownFailure: true } : {}),
     localRunning: [...o.localRunning],
     ...(o.crashLooping && Object.keys(o.crashLooping).length > 0
       ? { crashLooping: { ...o.crashLooping } }

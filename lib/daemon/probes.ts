@@ -9,7 +9,7 @@
  * not even before a first complete pass; a state dir that cannot be written does not either
  * (activation does not need it), but the body names what is not recorded.
  */
-import { type PassReport, RECORD_OPS } from "../pass/report.ts";
+import { type PassReport, permissionErrors, RECORD_OPS } from "../pass/report.ts";
 import type { StalledStart } from "../pass/stalls.ts";
 import type { Config } from "../config/types.ts";
 import { formatInstant, type Instant, millisToDuration, NANOS_PER_MILLI } from "../core/time.ts";
@@ -98,6 +98,7 @@ export const CHECKPOINT_DIRS = [
 /** Why the node may not be protected: what `ckpt_agent_not_ready{reason}` is labelled with. */
 export const NOT_READY_REASONS = [
   "no-pass",
+  "permission",
   "runtime",
   "configuration",
   ...CHECKPOINT_DIRS.map((d) => d.reason),
@@ -200,8 +201,16 @@ function notReady(input: ReadinessInput): NotReady[] {
   if (report === undefined) return [{ reason: "no-pass", message: "no pass has finished yet" }];
   const found: NotReady[] = [];
   const apiAvailable = !report.failures.some((f) => f.source === "apiserver");
+  for (const missing of permissionErrors(report)) {
+    found.push({
+      reason: "permission",
+      message: `${missing.where}: ${missing.permission} denied: run the agent with ` +
+        `${missing.flag} (every checkpoint holds its state meanwhile): ${missing.message}`,
+    });
+  }
   for (const failure of report.failures) {
     const said = `${failure.source} ${failure.kind}: ${failure.message}`;
+    if (failure.kind === "not-permitted") continue;
     if (failure.source === "runtime") {
       found.push({
         reason: "runtime",

@@ -23,6 +23,7 @@ import { type KubeletPods, SELF_SIGNED_KUBELET_CA } from "../sources/kubelet.ts"
 import type { NodeSources } from "../sources/node.ts";
 import { failed, isConfigurationFailure, type SourceResult } from "../sources/types.ts";
 import type { Fields } from "../util/log.ts";
+import { missingPermission } from "../util/permission.ts";
 import { clockFinding } from "./clock.ts";
 import { describeFailure, error, type Finding, ok, warning } from "./finding.ts";
 import { type FoundKubeconfig, kubeconfigFinding } from "./kubeconfig.ts";
@@ -218,6 +219,25 @@ function parentFindings(
 }
 
 /**
+ * A source the agent's own permissions kept it from asking, whichever: an error of its flags,
+ * never the outage an unanswered source may be (docs/design.md#own-failures).
+ */
+function permissionFinding(subject: string, result: SourceResult<unknown>): Finding | undefined {
+  if (result.ok || result.failure.kind !== "not-permitted") return undefined;
+  const missing = missingPermission(result.failure.message);
+  return error(
+    "source",
+    subject,
+    `the agent may not ask the ${subject} (${
+      describeFailure(result.failure)
+    }): a permission it runs without, not an outage; while it lacks it, every checkpoint holds ` +
+      "its state",
+    `run the agent with ${missing?.flag ?? "the permission the message names"} (the flags ` +
+      "the binary is built with: scripts/permissions.ts)",
+  );
+}
+
+/**
  * `told`: the fields of what the clients logged while they were asked (a kubelet whose serving
  * certificate did not verify, asked unverified); filled as they are asked. `found`: the
  * kubeconfigs on this node, suggested when the configured one cannot be loaded.
@@ -241,9 +261,10 @@ export async function sourceFindings(
   const said = told.find((fields) => fields.kubelet === config.kubeletUrl);
   const unverified = said === undefined ? undefined : String(said.error);
   return [
-    await kubeconfigFinding(config, kubeconfig, found) ?? apiServerFinding(config, api),
-    kubeletFinding(config, kubelet, !api.ok, unverified),
-    runtimeFinding(config, running),
+    await kubeconfigFinding(config, kubeconfig, found) ?? permissionFinding("apiserver", api) ??
+      apiServerFinding(config, api),
+    permissionFinding("kubelet", kubelet) ?? kubeletFinding(config, kubelet, !api.ok, unverified),
+    permissionFinding("runtime", running) ?? runtimeFinding(config, running),
     ...parentFindings(config, api, kubelet),
     clockFinding(time),
   ];

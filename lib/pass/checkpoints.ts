@@ -415,13 +415,15 @@ export class CheckpointWriter {
     }, cut);
     // A parent only a kubelet read unverified lists is not worked on (docs/design.md#trust), but
     // it is not gone either; nor is one no source could list (the API server gone, the kubelet
-    // refusing the agent): a failed source means no new parents, never parents gone. Its
-    // candidate stays, unproven (lib/pass/crash_loops.ts), and its wait starts over once it is
-    // worked on again, the passes between too far apart.
-    const { localParents, kubeletAvailable } = obs.input.observations;
+    // refusing the agent, or a source the agent's own permissions kept it from asking): a failed
+    // source means no new parents, never parents gone. Its candidate stays, unproven
+    // (lib/pass/crash_loops.ts), and its wait starts over once it is worked on again, the passes
+    // between too far apart.
+    const { localParents, kubeletAvailable, ownFailure } = obs.input.observations;
     const listed = new Set(localParents.map(podId));
+    const unseen = ownFailure || (!apiAvailable && !kubeletAvailable);
     for (const id of this.#candidates.keys()) {
-      if (ids.includes(id) || listed.has(id) || (!apiAvailable && !kubeletAvailable)) continue;
+      if (ids.includes(id) || listed.has(id) || unseen) continue;
       // Gone, or not seen this pass: its readiness is no longer continuous. The kept version
       // stays whatever happens to the parent; the planner decides about that.
       await writes.attempt(report, "checkpoint", id, () => this.#discard(id, "parent not seen"));

@@ -190,6 +190,7 @@ export class Observer {
           kubeletAvailable: kubeletPods !== undefined,
           kubeletVerified: kubeletPods?.verified ?? false,
           runtimeAvailable: running !== undefined,
+          ...(failures.some((f) => f.kind === "not-permitted") ? { ownFailure: true } : {}),
           apiParents: apiPods ?? [],
           localParents: kubeletPods?.pods ?? [],
           localRunning: (running ?? []).map(runningAsPod),

@@ -8,6 +8,7 @@ import { explainChange } from "../core/reasons.ts";
 import { type PlanDocument, planDocument } from "../core/snapshot.ts";
 import { formatInstant, type Instant } from "../core/time.ts";
 import type { SourceFailure } from "../sources/types.ts";
+import { type MissingPermission, missingPermission } from "../util/permission.ts";
 import type { StalledStart } from "./stalls.ts";
 
 export interface AppliedAction {
@@ -29,6 +30,37 @@ export interface PassError {
   op: string;
   id?: string;
   message: string;
+}
+
+/** Where a pass met a permission the agent runs without: a source, or its own writes. */
+export const PERMISSION_ERROR_PLACES = ["apiserver", "kubelet", "runtime", "pass"] as const;
+
+export interface PermissionError extends MissingPermission {
+  where: typeof PERMISSION_ERROR_PLACES[number];
+  /** The failure or error as it was reported. */
+  message: string;
+}
+
+/** The permissions a pass found missing, each with where (docs/design.md#own-failures). */
+export function permissionErrors(report: Pick<PassReport, "failures" | "errors">) {
+  const found: PermissionError[] = [];
+  for (const failure of report.failures) {
+    const missing = failure.kind === "not-permitted"
+      ? missingPermission(failure.message)
+      : undefined;
+    if (missing) found.push({ where: failure.source, message: failure.message, ...missing });
+  }
+  for (const error of report.errors) {
+    const missing = missingPermission(error.message);
+    if (missing) {
+      found.push({
+        where: "pass",
+        message: `${error.op} ${error.id ?? ""}: ${error.message}`,
+        ...missing,
+      });
+    }
+  }
+  return found;
 }
 
 export interface PassReport {

@@ -45,12 +45,19 @@ export class SourceFailureLog {
     // The kubelet authorizes through the API server: refusals during an outage are the outage.
     const outage = failure.source === "kubelet" && !apiAvailable &&
       failure.kind !== "misconfigured";
-    const problem = !isConfigurationFailure(failure) || outage
+    const problem = failure.kind === "not-permitted"
+      // Ours: the problem names the permission and the flag; every checkpoint holds meanwhile.
+      ? {
+        level: "error" as const,
+        msg: "permission missing: every checkpoint holds its state until it is given",
+        fields: { ...fields, permission: failure.problem },
+      }
+      : !isConfigurationFailure(failure) || outage
       ? { level: "warn" as const, msg: "source unavailable" }
       : failure.kind === "misconfigured"
       // The message says what to fix: a kubeconfig field, a proxy variable, kubeletCaFile.
       ? { level: "error" as const, msg: "source not asked: fix the configuration the error names" }
       : { level: "error" as const, msg: "credentials refused: check the kubeconfig and RBAC" };
-    this.#problems.there(failure.source, { ...problem, about, fields, what });
+    this.#problems.there(failure.source, { fields, ...problem, about, what });
   }
 }

@@ -5,6 +5,7 @@
  */
 import { mapConcurrent } from "../util/map_concurrent.ts";
 import type { Logger } from "../util/log.ts";
+import { permissionOfError } from "../util/permission.ts";
 import type { AppliedAction, PassError, PassReport } from "./report.ts";
 
 /** What working on one checkpoint adds to the pass report. */
@@ -36,7 +37,9 @@ export class Writes {
     } catch (e) {
       const error: PassError = { op, id, message: (e as Error).message };
       report.errors.push(error);
-      this.log.error("write failed", { ...error });
+      // A permission the agent runs without: the flag that grants it, for whoever reads this.
+      const missing = permissionOfError(e);
+      this.log.error("write failed", { ...error, ...missing });
     }
   }
 

@@ -14,7 +14,7 @@ import {
   type SimPeerOptions,
   startSimPeer,
 } from "./peer.ts";
-import { createSelfSignedServerCert } from "./pki.ts";
+import { createSelfSignedServerCert, type SimCa } from "./pki.ts";
 
 export const CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash";
 
@@ -24,6 +24,11 @@ export interface SimKubeletOptions {
   clientCaPem: string;
   /** Also serve the read-only port (plain HTTP, no authentication). */
   readonlyPort?: boolean;
+  /**
+   * The CA that signs the serving certificate, as for a kubelet with `serverTLSBootstrap`;
+   * unset: the certificate is self-signed (kubeadm's default).
+   */
+  servingCa?: SimCa;
 }
 
 export interface SimKubelet {
@@ -86,7 +91,9 @@ function failure(fault: "server-error" | "unauthorized" | "forbidden", request: 
 }
 
 export async function startSimKubelet(options: SimKubeletOptions): Promise<SimKubelet> {
-  const serving = await createSelfSignedServerCert(options.nodeName);
+  const serving = options.servingCa
+    ? await options.servingCa.issueServerCert(options.nodeName)
+    : await createSelfSignedServerCert(options.nodeName);
   let pods: Pod[] = [];
   let staticPods: Pod[] = [];
 

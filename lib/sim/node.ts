@@ -39,6 +39,8 @@ export interface SimNodeOptions {
   cluster?: ControlPlane;
   /** Also serve the kubelet's read-only port. */
   kubeletReadonlyPort?: boolean;
+  /** The kubelet's serving certificate signed by the cluster's CA; default: self-signed. */
+  kubeletServingByClusterCa?: boolean;
   /** The kubelet's delays; default KUBELET_TIMINGS (no wait for services). */
   kubelet?: Partial<KubeletTimings>;
   /**
@@ -172,6 +174,7 @@ export class SimNode {
         nodeName,
         clientCaPem: ca.certPem,
         readonlyPort: options.kubeletReadonlyPort,
+        ...(options.kubeletServingByClusterCa ? { servingCa: ca } : {}),
       });
       const socketPath = join(root, "run/containerd.sock");
       const runtime = await CriSimServer.start({ socketPath });

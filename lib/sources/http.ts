@@ -62,10 +62,32 @@ export interface HttpTarget {
 /** Node's option (not in the type definitions Deno ships) for "no proxy from the environment". */
 const NO_ENV_PROXY = { proxyEnv: {} } as http.AgentOptions;
 
+/**
+ * An https agent that makes its connections with node:tls itself, on `socket` when given. Deno's
+ * own https.Agent, for a request that names no CA while NODE_EXTRA_CA_CERTS is set, lists the
+ * root certificates in JavaScript (`tls.getCACertificates`), which needs sys access to "ca": a
+ * name Deno 2.9.6's `--allow-sys=` refuses, so only `--allow-sys` for everything would grant it.
+ * node:tls verifies against Deno's root store without any permission, and that store holds
+ * NODE_EXTRA_CA_CERTS's certificates already (docs/building.md, "The system's roots").
+ */
+class TlsAgent extends https.Agent {
+  constructor(options: http.AgentOptions, private readonly socket?: net.Socket) {
+    super({ ...options, ...NO_ENV_PROXY });
+  }
+
+  override createConnection(options: tls.ConnectionOptions) {
+    if (this.socket === undefined) return tls.connect(options);
+    // Paused while the proxy's answer was read; TLS takes it from here.
+    this.socket.resume();
+    return tls.connect({ ...options, socket: this.socket });
+  }
+}
+
 /** An agent of our own for every request: see the top of this file. */
 function directAgent(protocol: "http:" | "https:", options: http.AgentOptions = {}): http.Agent {
-  const direct = { ...options, ...NO_ENV_PROXY };
-  return protocol === "https:" ? new https.Agent(direct) : new http.Agent(direct);
+  return protocol === "https:"
+    ? new TlsAgent(options)
+    : new http.Agent({ ...options, ...NO_ENV_PROXY });
 }
 
 /**
@@ -75,14 +97,7 @@ function directAgent(protocol: "http:" | "https:", options: http.AgentOptions = 
  * loopback, and a pass lists the API server once) not to be worth a pool of tunnels.
  */
 function tunnelAgent(protocol: "http:" | "https:", tunnel: net.Socket): http.Agent {
-  if (protocol === "https:") {
-    return new (class extends https.Agent {
-      override createConnection(options: tls.ConnectionOptions) {
-        tunnel.resume();
-        return tls.connect({ ...options, socket: tunnel });
-      }
-    })(NO_ENV_PROXY);
-  }
+  if (protocol === "https:") return new TlsAgent({}, tunnel);
   return new (class extends http.Agent {
     override createConnection() {
       // Paused while the proxy's answer was read; the request's parser takes it from here.

@@ -3,6 +3,7 @@
  * value or a typed failure, and the agent decides what the failure means
  * (docs/design.md#source-failures).
  */
+import { missingPermission } from "../util/permission.ts";
 
 export type SourceName = "apiserver" | "kubelet" | "runtime";
 
@@ -22,7 +23,12 @@ export type FailureKind =
   /** Any other status, or a body that is not what the API promises. */
   | "bad-response"
   /** The client could not be built (e.g. the kubeconfig is unreadable). A configuration error. */
-  | "misconfigured";
+  | "misconfigured"
+  /**
+   * A permission the agent runs without (Deno's NotCapable): a failure of its own, never the
+   * peer's. The pass holds every checkpoint as it is (docs/design.md#own-failures).
+   */
+  | "not-permitted";
 
 export interface SourceFailure {
   source: SourceName;
@@ -44,6 +50,11 @@ export function succeeded<T>(value: T): SourceResult<T> {
   return { ok: true, value };
 }
 
+/**
+ * Every failure of a source is made here, so a permission the agent lacks is told apart in one
+ * place, whatever caught it (a connection, a file, a socket): it fails as not-permitted, with the
+ * permission as its problem. A peer's answer (with a status) is never read this way.
+ */
 export function failed<T>(
   source: SourceName,
   kind: FailureKind,
@@ -51,6 +62,11 @@ export function failed<T>(
   status?: number,
   problem?: string,
 ): SourceResult<T> {
+  const missing = status === undefined ? missingPermission(message) : undefined;
+  if (missing !== undefined) {
+    kind = "not-permitted";
+    problem = `${missing.permission}: run with ${missing.flag}`;
+  }
   return {
     ok: false,
     failure: {
@@ -63,8 +79,11 @@ export function failed<T>(
   };
 }
 
-/** 401, 403 and an unusable kubeconfig mean the agent is misconfigured, not the cluster down. */
+/**
+ * 401, 403, an unusable kubeconfig and a missing permission mean the agent is misconfigured, not
+ * the cluster down.
+ */
 export function isConfigurationFailure(failure: SourceFailure): boolean {
   return failure.kind === "unauthorized" || failure.kind === "forbidden" ||
-    failure.kind === "misconfigured";
+    failure.kind === "misconfigured" || failure.kind === "not-permitted";
 }

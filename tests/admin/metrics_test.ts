@@ -9,7 +9,7 @@ import * as x509 from "@peculiar/x509";
 import { KUBELET_CA_OFF } from "../../lib/config/types.ts";
 import { writeKubeconfig } from "../../lib/sim/pki.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
-import type { PassReport } from "../../lib/pass/report.ts";
+import { type PassReport, PERMISSION_ERROR_PLACES } from "../../lib/pass/report.ts";
 import { PASS_DURATION_BUCKETS } from "../../lib/admin/metrics.ts";
 import { TRIGGERS } from "../../lib/daemon/pass_scheduler.ts";
 import { NOT_READY_REASONS } from "../../lib/daemon/probes.ts";
@@ -45,6 +45,7 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       ckpt_agent_state_transitions_total: "counter",
       ckpt_agent_source_errors_total: "counter",
       ckpt_agent_write_errors_total: "counter",
+      ckpt_agent_permission_errors_total: "counter",
       ckpt_agent_bytes_written_total: "counter",
       ckpt_agent_promotions_total: "counter",
       ckpt_agent_rollbacks_total: "counter",
@@ -68,6 +69,9 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
     assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "degraded" }), 0);
     for (const trigger of TRIGGERS) {
       assertEquals(sampleValue(m, "ckpt_agent_passes_by_trigger_total", { trigger }), 0);
+    }
+    for (const where of PERMISSION_ERROR_PLACES) {
+      assertEquals(sampleValue(m, "ckpt_agent_permission_errors_total", { where }), 0);
     }
     for (const state of STATUS_STATES) {
       assertEquals(sampleValue(m, "ckpt_agent_checkpoints", { state }), 0);

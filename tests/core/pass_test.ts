@@ -191,6 +191,17 @@ Deno.test("runtime unavailable: merge only, every state holds, nothing reported"
   });
 });
 
+Deno.test("a source failed for the agent's own reason: merge only, every state holds, even with the API server not asked", () => {
+  const tracked: Record<string, CheckpointState> = {
+    "ns/a": INACTIVE,
+    "ns/g": { name: "active-grace", graceEnd: NOW - G },
+  };
+  // The API server not asked and nothing running: as an outage, ns/a would be activated.
+  assertEquals(pass({ apiAvailable: false }, tracked).starts, ["ns/a"]);
+  const got = pass({ apiAvailable: false, ownFailure: true }, tracked);
+  assertEquals(got, { starts: [], stops: [], removes: [], state: tracked });
+});
+
 Deno.test("runtime unavailable: a tracked self in state none still becomes self-checkpoint", () => {
   const got = pass({ runtimeAvailable: false }, { [SELF_ID]: NONE }, { self: SELF });
   assertEquals(got.state, { [SELF_ID]: SELF_CP });

@@ -1,11 +1,12 @@
 /** A simulated node for one test, with its config file written, closed whatever happens. */
 import { join } from "node:path";
-import { SimNode } from "../../lib/sim/node.ts";
+import { SimNode, type SimNodeOptions } from "../../lib/sim/node.ts";
 
 export async function withNode(
   fn: (node: SimNode, configFile: string) => Promise<void>,
+  options?: SimNodeOptions,
 ): Promise<void> {
-  const node = await SimNode.start();
+  const node = await SimNode.start(options);
   try {
     await fn(node, await node.writeConfigFile());
   } finally {

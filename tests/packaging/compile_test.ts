@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import denoJson from "../../deno.json" with { type: "json" };
 import { gitCommit } from "../../lib/git_commit.ts";
-import { AGENT_V8_FLAGS } from "../../scripts/permissions.ts";
+import { AGENT_PERMISSIONS, AGENT_V8_FLAGS } from "../../scripts/permissions.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url)).replace(/\/$/, "");
@@ -61,7 +61,8 @@ Deno.test("the build bakes in the agent's permissions, V8 flags, unstable featur
         write: [],
         net: [],
         env: [],
-        sys: ["hostname", "statfs", "uid"],
+        sys: AGENT_PERMISSIONS.find((p) => p.flag.startsWith("--allow-sys="))!.flag
+          .slice("--allow-sys=".length).split(","),
         run: null,
         ffi: null,
         prompt: false,
