@@ -5,7 +5,14 @@
  */
 import { CONFIG_FILE_FLAG, defaultText, SETTING_KEYS, SETTINGS } from "../config/settings.ts";
 import { wrap } from "../config/text.ts";
-import { type CommandName, COMMANDS, DEFAULT_COMMAND, isCommandName } from "./commands.ts";
+import {
+  commandFlags,
+  type CommandName,
+  COMMANDS,
+  DEFAULT_COMMAND,
+  isCommandName,
+  SHORTHANDS,
+} from "./commands.ts";
 import { EXIT_OK, UsageError } from "./errors.ts";
 import type { Flag } from "./flags.ts";
 
@@ -62,7 +69,7 @@ function commandBody(name: CommandName): string[] {
     ? spec.about
     : `${spec.summary[0].toUpperCase()}${spec.summary.slice(1)}.`;
   const sections = [paragraph(about)];
-  const flags = Object.entries(spec.flags);
+  const flags = Object.entries(commandFlags(name) as Record<string, Flag>);
   if (flags.length > 0) {
     sections.push([
       "flags:",
@@ -85,9 +92,11 @@ export function overview(): string {
     const [first, ...rest] = paragraph(COMMANDS[name].summary, " ".repeat(width + 2));
     return [`  ${name.padEnd(width)}${first.trimStart()}`, ...rest];
   });
+  const shorthands = SHORTHANDS.flatMap(({ flags, help }) => flagEntry(flags.join(", "), help));
   return [
     "usage: ckpt-agent [COMMAND] [flags]",
     ["commands:", ...list].join("\n"),
+    ["instead of a command:", ...shorthands].join("\n"),
     `\`ckpt-agent help COMMAND\` or \`ckpt-agent COMMAND --help\`: what a command does, and its flags.`,
   ].join("\n\n");
 }

@@ -5,9 +5,8 @@
 import { fileURLToPath } from "node:url";
 import denoJson from "../../deno.json" with { type: "json" };
 import { BUILD_COMMIT } from "../build_info.ts";
-import { commandOptions } from "../cli/commands.ts";
+import { commandOptions, commandOutput } from "../cli/commands.ts";
 import { EXIT_OK } from "../cli/errors.ts";
-import { outputFormat } from "../cli/output.ts";
 import { parseFlags } from "../config/flags.ts";
 import { gitCommit } from "../git_commit.ts";
 
@@ -36,7 +35,7 @@ export async function versionInfo(): Promise<VersionInfo> {
 
 export async function versionCommand(args: string[]): Promise<number> {
   const { values } = parseFlags(args, commandOptions("version"));
-  const output = outputFormat(values.output);
+  const output = commandOutput("version", values);
   const info = await versionInfo();
   console.log(
     output === "json"
