@@ -3,7 +3,12 @@
  * This file only dispatches, by the command table (lib/cli/commands.ts); each command lives in
  * lib/commands/, the help in lib/cli/help.ts.
  */
-import { type CommandName, DEFAULT_COMMAND, isCommandName } from "./lib/cli/commands.ts";
+import {
+  type CommandName,
+  DEFAULT_COMMAND,
+  isCommandName,
+  shorthandOf,
+} from "./lib/cli/commands.ts";
 import { EXIT_USAGE, exitCodeOf } from "./lib/cli/errors.ts";
 
 type Command = (args: string[]) => Promise<number>;
@@ -33,7 +38,7 @@ const LOADERS: Record<CommandName, () => Promise<Command>> = {
 };
 
 function isHelpFlag(arg: string): boolean {
-  return arg === "--help" || arg === "-h";
+  return shorthandOf(arg)?.command === "help";
 }
 
 async function run(name: CommandName, args: string[]): Promise<number> {
@@ -49,11 +54,15 @@ async function run(name: CommandName, args: string[]): Promise<number> {
 }
 
 export async function main(args: string[]): Promise<number> {
-  // Without a command, or with flags first (`ckpt-agent --once`), it is the default command.
-  const [name, ...rest] = args.length === 0 || args[0].startsWith("-") && !isHelpFlag(args[0])
+  const shorthand = args.length === 0 ? undefined : shorthandOf(args[0]);
+  if (shorthand?.command === "help") return await run("help", []);
+  // `ckpt-agent --version …` is `ckpt-agent version …`; without a command, or with flags first
+  // (`ckpt-agent --once`), it is the default command.
+  const [name, ...rest] = shorthand
+    ? [shorthand.command, ...args.slice(1)]
+    : args.length === 0 || args[0].startsWith("-")
     ? [DEFAULT_COMMAND, ...args]
     : args;
-  if (isHelpFlag(name)) return await run("help", []);
   if (!isCommandName(name)) {
     const { overview } = await import("./lib/cli/help.ts");
     console.error(`ckpt-agent: unknown command ${JSON.stringify(name)}\n${overview()}`);

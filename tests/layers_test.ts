@@ -24,7 +24,10 @@ const LAYERS: LayerOrder = [
   // Generic helpers, and what the build knows about itself.
   [
     { name: "util", paths: ["lib/util/"] },
-    { name: "build", paths: ["lib/build_info.ts", "lib/git_commit.ts", "deno.json"] },
+    {
+      name: "build",
+      paths: ["lib/build_info.ts", "lib/git_commit.ts", "lib/version_info.ts", "deno.json"],
+    },
   ],
   // The settings, which the edges below the pass read.
   [{ name: "config", paths: ["lib/config/"] }],

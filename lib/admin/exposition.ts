@@ -191,3 +191,36 @@ export class Histogram implements Family {
     ].join("\n");
   }
 }
+
+/**
+ * One value without labels, read each time the metrics are read: a counter or a gauge kept by
+ * someone else (the kernel, the runtime). When `read` gives undefined the family has no sample:
+ * a value that cannot be read now is left out rather than shown as 0.
+ */
+export class ReadOnScrape implements Family {
+  readonly name: string;
+  readonly #help: string;
+  readonly #type: "counter" | "gauge";
+  readonly #read: () => number | undefined;
+
+  constructor(
+    options: FamilyOptions<never> & {
+      type: "counter" | "gauge";
+      read: () => number | undefined;
+    },
+  ) {
+    this.name = options.name;
+    this.#help = options.help;
+    this.#type = options.type;
+    this.#read = options.read;
+    for (const registry of options.registers) registry.registerMetric(this);
+  }
+
+  text(): string {
+    const value = this.#read();
+    return [
+      ...header(this.name, this.#help, this.#type),
+      ...(value === undefined ? [] : [`${this.name} ${formatValue(value)}`]),
+    ].join("\n");
+  }
+}

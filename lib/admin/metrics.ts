@@ -7,20 +7,33 @@
  * starts, crash-looping parents) are read from the daemon when scraped, so they are never stale,
  * and so are the certificates' expiries, from their files.
  *
- * No `nodejs_*` series (a Node client library's default metrics): under Deno they describe Node
- * internals Deno only emulates (active handles and requests always read 0), and process CPU and
- * memory are already measured per unit by systemd's cgroup accounting. The two process gauges
- * an alert needs from the process itself — when it started and how much memory it holds — are
- * exported directly.
+ * Every label's values are listed in its family's help, written from the same list the code
+ * takes them from (LABEL_VALUES): a value the code can give and the help does not name is a type
+ * error.
+ *
+ * The standard process metrics, as Prometheus's client libraries export them, are read when
+ * scraped (process_metrics.ts). No `nodejs_*` series (a Node client library's default metrics):
+ * under Deno they describe Node internals Deno only emulates (active handles and requests always
+ * read 0).
  */
-import { Counter, Gauge, Histogram, Registry } from "./exposition.ts";
-import { type PassReport, PERMISSION_ERROR_PLACES, permissionErrors } from "../pass/report.ts";
+import { Counter, Gauge, Histogram, ReadOnScrape, Registry } from "./exposition.ts";
+import {
+  type PassReport,
+  PERMISSION_ERROR_PLACES,
+  permissionErrors,
+  type WriteOp,
+} from "../pass/report.ts";
+import { STATE_NAMES } from "../core/state.ts";
 import { type Instant, NANOS_PER_MILLI } from "../core/time.ts";
 import type { Daemon } from "../daemon/daemon.ts";
-import { type PassCause, TRIGGERS } from "../daemon/pass_scheduler.ts";
+import type { PassCause, Trigger } from "../daemon/pass_scheduler.ts";
 import { STATUS_STATES } from "../store/status_record.ts";
 import { NOT_READY_REASONS } from "../daemon/probes.ts";
-import { certificateExpiries } from "../sources/certificates.ts";
+import { certificateExpiries, type CertificateName } from "../sources/certificates.ts";
+import type { FailureKind, SourceName } from "../sources/types.ts";
+import type { StoreName } from "../store/agent_stores.ts";
+import type { VersionInfo } from "../version_info.ts";
+import { cpuSeconds, ProcSelf, residentMemoryBytes, startTimeSeconds } from "./process_metrics.ts";
 
 const PREFIX = "ckpt_agent_";
 
@@ -44,6 +57,81 @@ export const PASS_DURATION_BUCKETS = [
 
 export type PassResultLabel = "complete" | "degraded";
 
+/** A label's values, with what a value means where its name does not say it. */
+type Described<V extends string> = Record<V, string>;
+
+/**
+ * The values of each label, for the code that fills the families and for their help. Lists the
+ * code already keeps are used as they are; a label whose values are a type is described here by
+ * a record over that type, so a value added to the type is a type error until it is listed
+ * (tests/admin/metrics_test.ts checks what a scrape shows against them).
+ */
+export const LABEL_VALUES = {
+  result: {
+    complete: "every source answered, every write succeeded",
+    degraded: "",
+  } satisfies Described<PassResultLabel>,
+  trigger: {
+    start: "the first pass",
+    poll: "every poll interval",
+    change: "a source",
+    apiserver: "the API server was lost or is back",
+    files: "the static-pod or inactive dir",
+    deadline: "a grace period or a start's timeout ends",
+    request: "the admin API",
+  } satisfies Described<Trigger>,
+  state: STATE_NAMES,
+  trackedState: STATUS_STATES,
+  source: { apiserver: "", kubelet: "", runtime: "" } satisfies Described<SourceName>,
+  kind: {
+    unreachable: "",
+    timeout: "",
+    "server-error": "5xx",
+    unauthorized: "401",
+    forbidden: "403",
+    "not-found": "404",
+    "bad-response": "",
+    misconfigured: "no client could be built",
+    "not-permitted": "a permission the agent runs without: a configuration error, never an outage",
+  } satisfies Described<FailureKind>,
+  op: {
+    checkpoint: "a checkpoint's manifest or stored files",
+    start: "",
+    stop: "",
+    remove: "",
+    status: "a status record",
+    "sandbox-record": "",
+    "sandbox-forget": "",
+  } satisfies Described<WriteOp>,
+  where: {
+    apiserver: "asking that source",
+    kubelet: "asking that source",
+    runtime: "asking that source",
+    pass: "the pass's own writes",
+  } satisfies Described<typeof PERMISSION_ERROR_PLACES[number]>,
+  reason: NOT_READY_REASONS,
+  store: { status: "", sandboxes: "" } satisfies Described<StoreName>,
+  certificate: {
+    client: "the kubeconfig's client certificate",
+    "cluster-ca": "the kubeconfig's cluster CA",
+    "kubelet-ca": "kubeletCaFile",
+  } satisfies Described<CertificateName>,
+};
+
+/** The values as a list, in the order they are described. */
+export function labelValues(values: Described<string> | readonly string[]): string[] {
+  return Array.isArray(values) ? [...values] : Object.keys(values);
+}
+
+/** `label: a (what a means), b, c`: a family's help lists its label's every value. */
+function valuesHelp(label: string, values: Described<string> | readonly string[]): string {
+  const said = labelValues(values).map((value) => {
+    const meaning = Array.isArray(values) ? "" : (values as Described<string>)[value];
+    return meaning ? `${value} (${meaning})` : value;
+  });
+  return `${label}: ${said.join(", ")}`;
+}
+
 function seconds(t: Instant | undefined): number {
   return t === undefined ? 0 : Number(t / NANOS_PER_MILLI) / 1000;
 }
@@ -62,22 +150,31 @@ export class AdminMetrics {
   readonly #rollbacks: Counter;
   readonly #inheritances: Counter;
 
-  /** Registers the metrics and subscribes to the daemon's passes. */
-  constructor(daemon: Daemon) {
+  /**
+   * Registers the metrics and subscribes to the daemon's passes; `build` is what this agent is
+   * (ckpt_agent_build_info).
+   */
+  constructor(daemon: Daemon, build: VersionInfo) {
     const registers = [this.registry];
+    new Gauge({
+      name: `${PREFIX}build_info`,
+      help: "Always 1, labelled with what this agent is: version (deno.json), commit (the git " +
+        "commit it was built from, -dirty when the tree differed; unknown when not known) and " +
+        "deno (the Deno it runs on).",
+      labelNames: ["version", "commit", "deno"],
+      registers,
+    }).set({ version: build.version, commit: build.commit, deno: build.deno }, 1);
     this.#passes = this.#passCounter(
       "passes_total",
-      "Passes run, by result: complete (every source answered, every write succeeded) " +
-        "or degraded.",
+      `Passes run; ${valuesHelp("result", LABEL_VALUES.result)}.`,
       "result",
-      ["complete", "degraded"],
+      labelValues(LABEL_VALUES.result),
     );
     this.#passesByTrigger = this.#passCounter(
       "passes_by_trigger_total",
-      "Passes run, by what asked first for each: start, poll (every poll interval), change " +
-        "(a source), files (the static-pod or inactive dir), deadline, request (the admin API).",
+      `Passes run, by what asked first for each; ${valuesHelp("trigger", LABEL_VALUES.trigger)}.`,
       "trigger",
-      TRIGGERS,
+      labelValues(LABEL_VALUES.trigger),
     );
     this.#duration = new Histogram({
       name: `${PREFIX}pass_duration_seconds`,
@@ -87,29 +184,31 @@ export class AdminMetrics {
     });
     this.#transitions = new Counter({
       name: `${PREFIX}state_transitions_total`,
-      help: "Checkpoint state changes, by the state left and the state entered.",
+      help: "Checkpoint state changes, by the state left and the state entered; " +
+        `${valuesHelp("from and to", LABEL_VALUES.state)}.`,
       labelNames: ["from", "to"],
       registers,
     });
     this.#sourceErrors = new Counter({
       name: `${PREFIX}source_errors_total`,
-      help: "Passes in which a source did not answer, by source and kind of failure.",
+      help: "Passes in which a source did not answer, by source and kind of failure; " +
+        `${valuesHelp("source", LABEL_VALUES.source)}; ${valuesHelp("kind", LABEL_VALUES.kind)}.`,
       labelNames: ["source", "kind"],
       registers,
     });
     this.#writeErrors = new Counter({
       name: `${PREFIX}write_errors_total`,
-      help: "Writes a pass could not make, by operation.",
+      help: `Writes a pass could not make, by operation; ${valuesHelp("op", LABEL_VALUES.op)}.`,
       labelNames: ["op"],
       registers,
     });
     this.#permissionErrors = this.#passCounter(
       "permission_errors_total",
       "Permissions the agent runs without, met in a pass (a configuration error of ours, never " +
-        "an outage: every checkpoint holds its state; the log names the flag), by where: " +
-        "apiserver, kubelet, runtime (asking that source), pass (the pass's own writes).",
+        "an outage: every checkpoint holds its state; the log names the flag), by where; " +
+        `${valuesHelp("where", LABEL_VALUES.where)}.`,
       "where",
-      PERMISSION_ERROR_PLACES,
+      labelValues(LABEL_VALUES.where),
     );
     this.#bytesWritten = new Counter({
       name: `${PREFIX}bytes_written_total`,
@@ -146,13 +245,18 @@ export class AdminMetrics {
       [],
       (g) => g.set(Object.keys(daemon.lastReport?.crashLooping ?? {}).length),
     );
-    this.#readAtScrape(`${PREFIX}checkpoints`, "Tracked checkpoints, by state.", ["state"], (g) => {
-      const counts = new Map<string, number>(STATUS_STATES.map((state) => [state, 0]));
-      for (const record of daemon.stores.status.list()) {
-        counts.set(record.state, (counts.get(record.state) ?? 0) + 1);
-      }
-      for (const [state, n] of counts) g.set({ state }, n);
-    });
+    this.#readAtScrape(
+      `${PREFIX}checkpoints`,
+      `Tracked checkpoints, by state; ${valuesHelp("state", LABEL_VALUES.trackedState)}.`,
+      ["state"],
+      (g) => {
+        const counts = new Map<string, number>(STATUS_STATES.map((state) => [state, 0]));
+        for (const record of daemon.stores.status.list()) {
+          counts.set(record.state, (counts.get(record.state) ?? 0) + 1);
+        }
+        for (const [state, n] of counts) g.set({ state }, n);
+      },
+    );
     this.#readAtScrape(
       `${PREFIX}sandbox_checkpoints`,
       "Pod sandboxes of active checkpoints with a stored sandbox checkpoint.",
@@ -179,7 +283,8 @@ export class AdminMetrics {
     );
     this.#readAtScrape(
       `${PREFIX}not_ready`,
-      "1 for each reason the node is not protected now (every reason present, 0 included).",
+      "1 for each reason the node is not protected now (every reason present, 0 included); " +
+        `${valuesHelp("reason", LABEL_VALUES.reason)}.`,
       ["reason"],
       (g) => {
         const found = new Set(daemon.readiness().notReady.map((n) => n.reason));
@@ -188,11 +293,12 @@ export class AdminMetrics {
     );
     this.#readAtScrape(
       `${PREFIX}unrecorded_records`,
-      "Records the state dir could not take in the last pass, by store; written again each pass.",
+      "Records the state dir could not take in the last pass, by store; written again each " +
+        `pass; ${valuesHelp("store", LABEL_VALUES.store)}.`,
       ["store"],
       (g) => {
         const unrecorded = daemon.stores.unrecorded();
-        for (const store of ["status", "sandboxes"] as const) {
+        for (const store of labelValues(LABEL_VALUES.store)) {
           g.set({ store }, unrecorded.filter((u) => u.store === store).length);
         }
       },
@@ -206,9 +312,9 @@ export class AdminMetrics {
     );
     this.#readAtScrape(
       `${PREFIX}certificate_expiry_timestamp_seconds`,
-      "When a certificate the agent uses expires (notAfter, first of a chain or bundle): the " +
-        "kubeconfig's client certificate and cluster CA, the kubelet CA file; read from the files " +
-        "when scraped, absent when not configured or not readable.",
+      "When a certificate the agent uses expires (notAfter, first of a chain or bundle), read " +
+        "from its file when scraped, absent when not configured or not readable; " +
+        `${valuesHelp("certificate", LABEL_VALUES.certificate)}.`,
       ["certificate"],
       (g) => {
         g.reset();
@@ -217,17 +323,38 @@ export class AdminMetrics {
         }
       },
     );
-    new Gauge({
-      name: "process_start_time_seconds",
-      help: "Start time of the process since the Unix epoch, in seconds.",
-      registers,
-    }).set(Math.round(performance.timeOrigin) / 1000);
-    this.#readAtScrape(
-      "process_resident_memory_bytes",
-      "Resident memory size in bytes.",
-      [],
-      (g) => g.set(Deno.memoryUsage().rss),
-    );
+    const proc = new ProcSelf();
+    const processMetrics = [
+      [
+        "process_cpu_seconds_total",
+        "counter",
+        "Total user and system CPU time spent in seconds.",
+        cpuSeconds,
+      ],
+      [
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+        residentMemoryBytes,
+      ],
+      [
+        "process_virtual_memory_bytes",
+        "gauge",
+        "Virtual memory size in bytes.",
+        () => proc.virtualMemoryBytes(),
+      ],
+      ["process_open_fds", "gauge", "Number of open file descriptors.", () => proc.openFds()],
+      ["process_max_fds", "gauge", "Maximum number of open file descriptors.", () => proc.maxFds()],
+      [
+        "process_start_time_seconds",
+        "gauge",
+        "Start time of the process since unix epoch in seconds.",
+        startTimeSeconds,
+      ],
+    ] as const;
+    for (const [name, type, help, read] of processMetrics) {
+      new ReadOnScrape({ name, type, help, read, registers });
+    }
     // The listener must never throw: it runs inside the daemon's pass.
     daemon.onPass((report, cause) => this.observe(report, cause));
   }

@@ -14,6 +14,7 @@ import { CONNECTION_LIMITS, type ConnectionLimits, serveConnections } from "./co
 import { formatListenAddress, isLoopbackHost, type ListenAddress } from "./listen.ts";
 import { AdminMetrics } from "./metrics.ts";
 import { AdminToken } from "./token.ts";
+import { versionInfo } from "../version_info.ts";
 
 export interface AdminServer {
   /** Where it listens, as `host:port` (the real port when 0 was asked) or `unix:/path`. */
@@ -117,7 +118,7 @@ function listenError(address: string, e: unknown): AdminListenError {
 export async function startAdminServer(opts: AdminServerOptions): Promise<AdminServer> {
   const { daemon, listen, clock, log } = opts;
   const wanted = formatListenAddress(listen);
-  const metrics = new AdminMetrics(daemon);
+  const metrics = new AdminMetrics(daemon, await versionInfo());
   const token = await AdminToken.load(daemon.config.adminTokenFile, log);
   const app = createAdminApp({
     daemon,

@@ -5,7 +5,14 @@
  * and --config (lib/config/settings.ts).
  */
 import { flagOptions, type Flags } from "./flags.ts";
-import { OUTPUT_FLAG } from "./output.ts";
+import {
+  JSON_ONLY,
+  outputFlags,
+  type OutputFormat,
+  outputFormat,
+  type OutputFormats,
+  TEXT_OR_JSON,
+} from "./output.ts";
 
 export interface CommandSpec {
   /** What follows the command's name in its usage line. */
@@ -15,6 +22,11 @@ export interface CommandSpec {
   /** Its own help's paragraph, when the summary does not say enough. */
   about?: string;
   flags: Flags;
+  /**
+   * The formats it prints its result in, its default first: it takes --output and --json
+   * (output.ts). Absent for a command that prints no result.
+   */
+  output?: OutputFormats;
   /** Takes --config and the settings' flags. */
   config: boolean;
 }
@@ -36,15 +48,16 @@ export const COMMANDS = {
     flags: {
       once: { help: "one pass, then exit" },
       "dry-run": { help: "with --once: observe and print the plan; write nothing, take no lock" },
-      ...OUTPUT_FLAG,
     },
+    output: TEXT_OR_JSON,
     config: true,
   },
   status: {
     synopsis: "[flags]",
     summary: "the checkpoints and their states, from the running agent (its admin endpoint) or " +
       "else from the state directory",
-    flags: OUTPUT_FLAG,
+    flags: {},
+    output: TEXT_OR_JSON,
     config: true,
   },
   pin: {
@@ -52,14 +65,16 @@ export const COMMANDS = {
     summary: "keep a checkpoint's version in place: no new spec is promoted until unpinned",
     about: "Keep a checkpoint's version in place: no candidate is promoted until `unpin`. " +
       VERB_ABOUT,
-    flags: OUTPUT_FLAG,
+    flags: {},
+    output: TEXT_OR_JSON,
     config: true,
   },
   unpin: {
     synopsis: "NAMESPACE/NAME [flags]",
     summary: "let a checkpoint's candidates be promoted again",
     about: "Let a checkpoint's candidates be promoted again. " + VERB_ABOUT,
-    flags: OUTPUT_FLAG,
+    flags: {},
+    output: TEXT_OR_JSON,
     config: true,
   },
   rollback: {
@@ -69,8 +84,8 @@ export const COMMANDS = {
       "the newest, or version N. An active copy is replaced through the kubelet. " + VERB_ABOUT,
     flags: {
       to: { arg: "N", help: "the version to make the checkpoint (`status` lists them)" },
-      ...OUTPUT_FLAG,
     },
+    output: TEXT_OR_JSON,
     config: true,
   },
   purge: {
@@ -79,7 +94,8 @@ export const COMMANDS = {
     about: "Remove a checkpoint, all its versions and their files now; refused while it is " +
       "active unless --force, which withdraws the running copy first. A parent still asking " +
       "to be checkpointed gets a new first version on the next pass. " + VERB_ABOUT,
-    flags: { force: { help: "also when active: withdraw its copy first" }, ...OUTPUT_FLAG },
+    flags: { force: { help: "also when active: withdraw its copy first" } },
+    output: TEXT_OR_JSON,
     config: true,
   },
   snapshot: {
@@ -88,6 +104,7 @@ export const COMMANDS = {
     about: "Print the live observations as a plan snapshot; writes nothing. " +
       "`ckpt-agent snapshot | ckpt-agent plan --snapshot -` gives what `--once --dry-run` gives.",
     flags: {},
+    output: JSON_ONLY,
     config: true,
   },
   plan: {
@@ -101,14 +118,17 @@ export const COMMANDS = {
           "the snapshot (as `ckpt-agent snapshot` prints it), or - for standard input; required",
       },
     },
+    output: JSON_ONLY,
     config: false,
   },
   config: {
     synopsis: "[flags]",
     summary: "check the configuration and print the effective one as YAML",
-    about: "Check the configuration and print the effective one as YAML, itself a valid " +
-      "configuration file; exit 2 with one line naming the key when a setting is bad.",
+    about: "Check the configuration as `run` does, and print the effective one as YAML, itself " +
+      "a valid configuration file (as JSON with --output json); exit 2 with one line naming the " +
+      "key when a setting is bad, the line `run` would refuse it with.",
     flags: {},
+    output: TEXT_OR_JSON,
     config: true,
   },
   verify: {
@@ -118,7 +138,8 @@ export const COMMANDS = {
     about: "Check every status and sandbox record, checkpoint manifest (content, mode, file " +
       "name) and stored file; read-only. Exit 0 when all is sound, 1 otherwise (one line per " +
       "problem).",
-    flags: { ...OUTPUT_FLAG, json: { help: "the same as --output json" } },
+    flags: {},
+    output: TEXT_OR_JSON,
     config: true,
   },
   doctor: {
@@ -131,23 +152,23 @@ export const COMMANDS = {
       "network; the certificates; the node's clock. Each finding is ok, a warning or an error, " +
       "and says what to change. Writes nothing. Exit 0 when all is well, 1 on warnings, 2 on " +
       "errors (or a bad configuration).",
-    flags: OUTPUT_FLAG,
+    flags: {},
+    output: TEXT_OR_JSON,
     config: true,
   },
   demo: {
     synopsis: "[flags]",
     summary:
       "the agent through an outage and a bad rollout on a simulated node (about two seconds)",
-    flags: {
-      ...OUTPUT_FLAG,
-      pause: { help: "wait for Enter after each step (text output only)" },
-    },
+    flags: { pause: { help: "wait for Enter after each step (text output only)" } },
+    output: TEXT_OR_JSON,
     config: false,
   },
   version: {
     synopsis: "[flags]",
     summary: "the version, the git commit it was built from, the Deno version",
-    flags: OUTPUT_FLAG,
+    flags: {},
+    output: TEXT_OR_JSON,
     config: false,
   },
   help: {
@@ -169,7 +190,61 @@ export function isCommandName(name: string): name is CommandName {
 /** What `ckpt-agent` alone, or with flags first (`ckpt-agent --once`), runs. */
 export const DEFAULT_COMMAND: CommandName = "run";
 
+/**
+ * Flags that stand for a command, as command-line tools take them: first on the line, the
+ * command with the flags that follow (`ckpt-agent -V --output json`); --help also after a
+ * command, for that command's help.
+ */
+export interface Shorthand {
+  flags: readonly string[];
+  command: CommandName;
+  help: string;
+}
+
+export const SHORTHANDS: readonly Shorthand[] = [
+  {
+    flags: ["--help", "-h"],
+    command: "help",
+    help: "the commands and the default command's flags; after a command, that command's help",
+  },
+  {
+    flags: ["--version", "-V"],
+    command: "version",
+    help: "the version, as the version command prints it (its flags may follow)",
+  },
+];
+
+/** The shorthand `arg` is, if any. */
+export function shorthandOf(arg: string): Shorthand | undefined {
+  return SHORTHANDS.find((s) => s.flags.includes(arg));
+}
+
+type Spec<N extends CommandName> = (typeof COMMANDS)[N];
+
+/** The commands that print a result, and so take --output. */
+export type OutputCommand = {
+  [N in CommandName]: Spec<N> extends { output: OutputFormats } ? N : never;
+}[CommandName];
+
+type FlagsOf<N extends CommandName> =
+  & Spec<N>["flags"]
+  & (N extends OutputCommand ? ReturnType<typeof outputFlags> : unknown);
+
+/** A command's own flags: those of its entry, then --output and --json when it prints a result. */
+export function commandFlags<N extends CommandName>(name: N): FlagsOf<N> {
+  const spec: CommandSpec = COMMANDS[name];
+  return { ...spec.flags, ...(spec.output ? outputFlags(spec.output) : {}) } as FlagsOf<N>;
+}
+
 /** parseArgs's options for a command's own flags. */
 export function commandOptions<N extends CommandName>(name: N) {
-  return flagOptions(COMMANDS[name].flags as (typeof COMMANDS)[N]["flags"]);
+  return flagOptions(commandFlags(name) as FlagsOf<N> & Flags);
+}
+
+/** The format a command's parsed --output and --json ask for. */
+export function commandOutput(
+  name: OutputCommand,
+  values: { output?: unknown; json?: unknown },
+): OutputFormat {
+  return outputFormat(values, COMMANDS[name].output);
 }

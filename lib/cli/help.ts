@@ -6,11 +6,13 @@
 import { CONFIG_FILE_FLAG, defaultText, SETTING_KEYS, SETTINGS } from "../config/settings.ts";
 import { wrap } from "../config/text.ts";
 import {
+  commandFlags,
   type CommandName,
   COMMANDS,
   type CommandSpec,
   DEFAULT_COMMAND,
   isCommandName,
+  SHORTHANDS,
 } from "./commands.ts";
 import { EXIT_OK, UsageError } from "./errors.ts";
 import type { Flag } from "./flags.ts";
@@ -71,7 +73,7 @@ export function commandAbout(name: CommandName): string {
 function commandBody(name: CommandName): string[] {
   const spec = COMMANDS[name];
   const sections = [paragraph(commandAbout(name))];
-  const flags = Object.entries(spec.flags);
+  const flags = Object.entries(commandFlags(name) as Record<string, Flag>);
   if (flags.length > 0) {
     sections.push([
       "flags:",
@@ -94,9 +96,11 @@ export function overview(): string {
     const [first, ...rest] = paragraph(COMMANDS[name].summary, " ".repeat(width + 2));
     return [`  ${name.padEnd(width)}${first.trimStart()}`, ...rest];
   });
+  const shorthands = SHORTHANDS.flatMap(({ flags, help }) => flagEntry(flags.join(", "), help));
   return [
     "usage: ckpt-agent [COMMAND] [flags]",
     ["commands:", ...list].join("\n"),
+    ["instead of a command:", ...shorthands].join("\n"),
     `\`ckpt-agent help COMMAND\` or \`ckpt-agent COMMAND --help\`: what a command does, and its flags.`,
   ].join("\n\n");
 }

@@ -5,9 +5,8 @@
  * Exit 0 only when every step's expectations held. It ends by itself, and the simulated node's
  * servers and directory are gone before it exits, also on Ctrl-C or SIGTERM.
  */
-import { commandOptions } from "../cli/commands.ts";
+import { commandOptions, commandOutput } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_OK, SIGNAL_EXIT, UsageError } from "../cli/errors.ts";
-import { outputFormat } from "../cli/output.ts";
 import { parseFlags } from "../config/flags.ts";
 import { narrateEnd, narrateStart, narrateStep } from "../demo/narrate.ts";
 import { type DemoResult, runDemo } from "../demo/run.ts";
@@ -53,7 +52,7 @@ async function nextLine(signal: AbortSignal): Promise<void> {
 
 export async function demoCommand(args: string[]): Promise<number> {
   const { values } = parseFlags(args, commandOptions("demo"));
-  const output = outputFormat(values.output);
+  const output = commandOutput("demo", values);
   const pause = values.pause === true;
   if (pause && output === "json") throw new UsageError("--pause: only with --output text");
 

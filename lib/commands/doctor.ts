@@ -4,9 +4,8 @@
  * configuration that cannot be loaded. The unit files are looked for where `$SYSTEMD_UNIT_PATH`
  * says, as systemd does.
  */
-import { commandOptions } from "../cli/commands.ts";
+import { commandOptions, commandOutput } from "../cli/commands.ts";
 import { EXIT_ERRORS, EXIT_FAILURE, EXIT_OK } from "../cli/errors.ts";
-import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import { runDoctor } from "../doctor/doctor.ts";
 import type { DoctorReport, Level } from "../doctor/finding.ts";
@@ -35,7 +34,7 @@ export function formatDoctorReport(report: DoctorReport): string {
 
 export async function doctorCommand(args: string[]): Promise<number> {
   const { config, extra } = await loadConfig(args, { extraFlags: commandOptions("doctor") });
-  const output = outputFormat(extra.output);
+  const output = commandOutput("doctor", extra);
   const report = await runDoctor(config, {
     unitSearchPath: unitSearchPath(Deno.env.get("SYSTEMD_UNIT_PATH")),
   });

@@ -1,5 +1,5 @@
 /** `ckpt-agent plan --snapshot FILE|-`: one planning pass over a recorded snapshot. */
-import { commandOptions } from "../cli/commands.ts";
+import { commandOptions, commandOutput } from "../cli/commands.ts";
 import { UsageError } from "../cli/errors.ts";
 import { parseFlags } from "../config/flags.ts";
 import { runPass } from "../core/pass.ts";
@@ -17,6 +17,8 @@ async function readSource(path: string): Promise<string> {
 
 export async function planCommand(args: string[]): Promise<number> {
   const { values } = parseFlags(args, commandOptions("plan"));
+  // JSON is its only format; the flag is checked, as every command checks it.
+  commandOutput("plan", values);
   if (values.snapshot === undefined) {
     throw new UsageError("--snapshot: required (a file, or - for standard input)");
   }

@@ -4,11 +4,10 @@
  */
 import { Agent } from "../pass/agent.ts";
 import { trackedFromDisk } from "../pass/observe.ts";
-import { adminListenAddress, type ListenAddress } from "../admin/listen.ts";
+import { type ListenAddress, parseListenAddress } from "../admin/listen.ts";
 import { serveAdmin } from "../admin/server.ts";
-import { commandOptions } from "../cli/commands.ts";
+import { commandOptions, commandOutput } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "../cli/errors.ts";
-import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import { systemClock } from "../core/time.ts";
 import { acquireLock, isLock, type Lock } from "../disk/lock.ts";
@@ -84,12 +83,11 @@ async function takeLock(path: string, log: Logger): Promise<Lock> {
 
 export async function runCommand(args: string[]): Promise<number> {
   const { config, extra } = await loadConfig(args, { extraFlags: commandOptions("run") });
-  const output = outputFormat(extra.output);
+  const output = commandOutput("run", extra);
   const once = extra.once === true;
   const dryRun = extra["dry-run"] === true;
   if (dryRun && !once) throw new UsageError("--dry-run: only with --once");
-  // Refused before anything starts: a configuration error, not a runtime one.
-  const adminListen = once ? undefined : adminListenAddress(config);
+  const adminListen = once ? undefined : parseListenAddress(config.adminListen);
   const log = stderrLogger(config);
   const sources = await connectNode(config, {
     log,

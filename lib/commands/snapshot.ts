@@ -5,6 +5,7 @@
  */
 import { Agent } from "../pass/agent.ts";
 import { trackedFromDisk } from "../pass/observe.ts";
+import { commandOptions, commandOutput } from "../cli/commands.ts";
 import { loadConfig } from "../config/load.ts";
 import { snapshotDocument } from "../core/snapshot.ts";
 import { systemClock } from "../core/time.ts";
@@ -13,7 +14,9 @@ import { stderrLogger } from "../util/log.ts";
 import { connectNode } from "../sources/node.ts";
 
 export async function snapshotCommand(args: string[]): Promise<number> {
-  const { config } = await loadConfig(args);
+  const { config, extra } = await loadConfig(args, { extraFlags: commandOptions("snapshot") });
+  // JSON is its only format; the flag is checked, as every command checks it.
+  commandOutput("snapshot", extra);
   const sources = await connectNode(config);
   try {
     const agent = new Agent({

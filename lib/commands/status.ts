@@ -8,9 +8,8 @@ import { check, looseObject, number, object } from "../core/schema.ts";
 import { adminGetJson, noAnswer } from "../admin/client.ts";
 import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
 import { type CheckpointVersions, checkpointView } from "../admin/views.ts";
-import { commandOptions } from "../cli/commands.ts";
+import { commandOptions, commandOutput } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_OK } from "../cli/errors.ts";
-import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { manifestFilesOnDisk } from "../disk/manifests.ts";
@@ -160,7 +159,7 @@ export async function statusCommand(args: string[]): Promise<number> {
   const { config, extra } = await loadConfig(args, {
     extraFlags: commandOptions("status"),
   });
-  const output = outputFormat(extra.output);
+  const output = commandOutput("status", extra);
   const listing = await listCheckpoints(config);
   console.log(output === "json" ? JSON.stringify(listing) : formatListing(listing));
   return EXIT_OK;

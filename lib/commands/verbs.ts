@@ -8,9 +8,8 @@
 import { adminPostJson, noAnswer } from "../admin/client.ts";
 import { formatListenAddress, parseListenAddress } from "../admin/listen.ts";
 import { tokenFileFix } from "../admin/token.ts";
-import { commandOptions } from "../cli/commands.ts";
+import { commandOptions, commandOutput } from "../cli/commands.ts";
 import { CommandError, EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, UsageError } from "../cli/errors.ts";
-import { outputFormat } from "../cli/output.ts";
 import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { parseValidId } from "../core/ids.ts";
@@ -154,7 +153,7 @@ export function verbCommand(verb: VerbName): (args: string[]) => Promise<number>
       );
     }
     const id = positionals[0];
-    const output = outputFormat(extra.output);
+    const output = commandOutput(verb, extra);
     const req = request(verb, id, extra);
     const agent = await throughAgent(config, req);
     const { result, source } = typeof agent === "string" ? await onDisk(config, req, agent) : agent;

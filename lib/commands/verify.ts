@@ -4,9 +4,8 @@
  * is wrong; exit 0 when all is sound, 1 otherwise, 2 for bad flags or configuration. Read-only: it
  * never moves or deletes anything, so runbooks run it beside the daemon before trusting a node.
  */
-import { commandOptions } from "../cli/commands.ts";
-import { EXIT_FAILURE, EXIT_OK, UsageError } from "../cli/errors.ts";
-import { type OutputFormat, outputFormat } from "../cli/output.ts";
+import { commandOptions, commandOutput } from "../cli/commands.ts";
+import { EXIT_FAILURE, EXIT_OK } from "../cli/errors.ts";
 import { loadConfig } from "../config/load.ts";
 import { checksFor, runChecks, type VerifyReport } from "../verify/verify.ts";
 
@@ -22,21 +21,11 @@ function formatReport(report: VerifyReport): string {
   return lines.join("\n");
 }
 
-/** `--json` is the older spelling of `--output json`, kept for runbooks that use it. */
-function verifyOutput(extra: Record<string, unknown>): OutputFormat {
-  const output = outputFormat(extra.output);
-  if (extra.json !== true) return output;
-  if (extra.output !== undefined && output !== "json") {
-    throw new UsageError(`--json: the same as --output json, not with --output ${output}`);
-  }
-  return "json";
-}
-
 export async function verifyCommand(args: string[]): Promise<number> {
   const { config, extra } = await loadConfig(args, {
     extraFlags: commandOptions("verify"),
   });
-  const output = verifyOutput(extra);
+  const output = commandOutput("verify", extra);
   const report = await runChecks(config.stateDir, checksFor(config));
   const sound = report.findings.length === 0;
   console.log(output === "json" ? JSON.stringify({ ...report, sound }) : formatReport(report));

@@ -169,7 +169,27 @@ function isListenHost(host: string, bracketed: boolean): boolean {
   return HOSTNAME.test(host);
 }
 
-/** Syntax only: whether a remote address is allowed is the admin server's decision. */
+export type ListenAddress =
+  | { kind: "off" }
+  | { kind: "tcp"; hostname: string; port: number }
+  | { kind: "unix"; path: string };
+
+/** `host:port` or `[ipv6]:port`: the host (bracketed or bare) and the port. */
+const TCP_ADDRESS = /^(?:\[([^\]]*)\]|([^:[\]]*)):(\d{1,5})$/;
+
+/** The parts of an address listenAddress accepted; throws on anything else. */
+export function parseListenAddress(text: string): ListenAddress {
+  if (text === "off") return { kind: "off" };
+  if (text.startsWith("unix:")) return { kind: "unix", path: text.slice("unix:".length) };
+  const m = TCP_ADDRESS.exec(text);
+  if (!m) throw new Error(`not a listen address: ${JSON.stringify(text)}`);
+  return { kind: "tcp", hostname: m[1] ?? m[2], port: Number(m[3]) };
+}
+
+/**
+ * Syntax only: whether a remote address is allowed depends on another setting, and the loader
+ * decides it (lib/config/load.ts).
+ */
 export const listenAddress: Kind<string> = {
   arg: "ADDRESS",
   check(value) {
@@ -181,7 +201,7 @@ export const listenAddress: Kind<string> = {
         ? address
         : new Problem(`${describe(address)}: the socket path must be absolute`);
     }
-    const m = /^(?:\[([^\]]*)\]|([^:[\]]*)):(\d{1,5})$/.exec(address);
+    const m = TCP_ADDRESS.exec(address);
     if (!m) return new Problem(`${describe(address)} is not one of ${LISTEN_FORMS}`);
     const host = m[1] ?? m[2];
     if (!isListenHost(host, m[1] !== undefined)) {

@@ -12,7 +12,8 @@ import { isValidNamespace, isValidObjectName } from "../core/ids.ts";
 import type { SelfIdentity } from "../core/self.ts";
 import { ConfigError } from "./errors.ts";
 import { type FlagOptions, parseFlags } from "./flags.ts";
-import { describe, Problem } from "./kinds.ts";
+import { isLoopbackHost } from "../util/ip.ts";
+import { describe, parseListenAddress, Problem } from "./kinds.ts";
 import {
   CONFIG_FILE_FLAG,
   DEFAULT_CONFIG_FILE,
@@ -160,19 +161,46 @@ function checkDefaults(): Partial<Settings> {
   return checkSettings(DEFAULTS, (key) => `default ${key}`);
 }
 
-/** `flagged` says which keys were set by a flag, `file` which by the file. */
-function checkOwnDirs(settings: Settings, flagged: Set<SettingKey>, file?: string) {
-  const short = (key: SettingKey) => flagged.has(key) ? flagName(key) : key;
+/** How a setting is named in a problem: as its flag when one set it, else as its key. */
+type Namer = (key: SettingKey) => string;
+
+function checkOwnDirs(settings: Settings, short: Namer, named: Namer) {
   const seen = new Map<string, SettingKey>();
   for (const key of SETTING_KEYS.filter((key) => SETTINGS[key].ownDir)) {
     const dir = resolve(settings[key] as string);
     const other = seen.get(dir);
-    if (other) {
-      const name = flagged.has(key) || !file ? short(key) : `${file}: ${key}`;
-      throw new ConfigError(`${name}: ${dir} is also ${short(other)}`);
-    }
+    if (other) throw new ConfigError(`${named(key)}: ${dir} is also ${short(other)}`);
     seen.set(dir, key);
   }
+}
+
+/**
+ * The admin endpoint shows what runs on the node, and is served without TLS: an address others
+ * can reach is refused unless adminAllowRemote says it is meant.
+ */
+function checkAdminListen(settings: Settings, named: Namer) {
+  const address = parseListenAddress(settings.adminListen);
+  if (address.kind !== "tcp" || settings.adminAllowRemote || isLoopbackHost(address.hostname)) {
+    return;
+  }
+  throw new ConfigError(
+    `${named("adminListen")}: ${
+      JSON.stringify(settings.adminListen)
+    } is not a loopback address; binding it needs adminAllowRemote (--admin-allow-remote)`,
+  );
+}
+
+/**
+ * What no setting's kind can check alone: the settings together, once every source is merged.
+ * Every command that takes the configuration gets these checks with the rest, so `config` and
+ * `doctor` refuse whatever `run` would. `flagged` says which keys a flag set, `file` which file
+ * was read.
+ */
+function checkTogether(settings: Settings, flagged: Set<SettingKey>, file?: string) {
+  const short: Namer = (key) => flagged.has(key) ? flagName(key) : key;
+  const named: Namer = (key) => flagged.has(key) || !file ? short(key) : `${file}: ${key}`;
+  checkOwnDirs(settings, short, named);
+  checkAdminListen(settings, named);
 }
 
 type Env = Record<string, string | undefined>;
@@ -285,7 +313,7 @@ export async function loadConfig(args: string[], opts: LoadOptions = {}): Promis
     ...merged,
     nodeName: merged.nodeName ?? defaultNodeName(env, opts.hostname ?? Deno.hostname),
   } as Settings;
-  checkOwnDirs(settings, new Set(Object.keys(fromFlags) as SettingKey[]), file);
+  checkTogether(settings, new Set(Object.keys(fromFlags) as SettingKey[]), file);
   const extra = Object.fromEntries(Object.keys(extraFlags).map((flag) => [flag, values[flag]]));
   return {
     config: toConfig(settings, selfIdentity(env, settings.nodeName)),

@@ -26,8 +26,11 @@ export interface AppliedAction {
   detail?: string;
 }
 
+/** What a pass writes, as its errors name it: checkpoint writes, then records (RECORD_OPS). */
+export type WriteOp = "checkpoint" | "start" | "stop" | "remove" | typeof RECORD_OPS[number];
+
 export interface PassError {
-  op: string;
+  op: WriteOp;
   id?: string;
   message: string;
 }

@@ -6,7 +6,7 @@
 import { mapConcurrent } from "../util/map_concurrent.ts";
 import type { Logger } from "../util/log.ts";
 import { permissionOfError } from "../util/permission.ts";
-import type { AppliedAction, PassError, PassReport } from "./report.ts";
+import type { AppliedAction, PassError, PassReport, WriteOp } from "./report.ts";
 
 /** What working on one checkpoint adds to the pass report. */
 export type Outcome = Pick<PassReport, "applied" | "errors">;
@@ -31,7 +31,7 @@ export class Writes {
     this.onApplied?.(action);
   }
 
-  async attempt(report: Outcome, op: string, id: string, work: () => Promise<void>) {
+  async attempt(report: Outcome, op: WriteOp, id: string, work: () => Promise<void>) {
     try {
       await work();
     } catch (e) {

@@ -1,14 +1,11 @@
 /** What an admin listen address means: its parts, whether it is local, where a client connects. */
-import { deepStrictEqual as assertEquals, throws } from "node:assert/strict";
+import { deepStrictEqual as assertEquals } from "node:assert/strict";
 import {
-  adminListenAddress,
   connectAddress,
   formatListenAddress,
   isLoopbackHost,
   parseListenAddress,
 } from "../../lib/admin/listen.ts";
-import { ConfigError } from "../../lib/config/errors.ts";
-import type { Config } from "../../lib/config/types.ts";
 
 Deno.test("listen addresses parse into their parts and format back", () => {
   const cases: [string, ReturnType<typeof parseListenAddress>][] = [
@@ -54,27 +51,6 @@ Deno.test("loopback hosts: 127.0.0.0/8, ::1 in any spelling, and localhost; noth
       "node-1",
     ]
   ) assertEquals([host, isLoopbackHost(host)], [host, false]);
-});
-
-function config(adminListen: string, adminAllowRemote = false): Config {
-  return { adminListen, adminAllowRemote } as Config;
-}
-
-Deno.test("a non-loopback address is a usage error naming the key, unless remote is allowed", () => {
-  for (const address of ["0.0.0.0:10280", "192.0.2.10:10280", "[::]:10280", "node-1:10280"]) {
-    throws(
-      () => adminListenAddress(config(address)),
-      new ConfigError(
-        `adminListen (--admin-listen): ${
-          JSON.stringify(address)
-        } is not a loopback address; binding it needs adminAllowRemote (--admin-allow-remote)`,
-      ),
-    );
-    assertEquals(adminListenAddress(config(address, true)), parseListenAddress(address));
-  }
-  for (const address of ["127.0.0.1:10280", "[::1]:1", "localhost:10280", "unix:/x.sock", "off"]) {
-    assertEquals(adminListenAddress(config(address)), parseListenAddress(address));
-  }
 });
 
 Deno.test("a client reaches a wildcard bind on loopback, anything else where it is", () => {

@@ -10,12 +10,20 @@ import { KUBELET_CA_OFF } from "../../lib/config/types.ts";
 import { writeKubeconfig } from "../../lib/sim/pki.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 import { type PassReport, PERMISSION_ERROR_PLACES } from "../../lib/pass/report.ts";
-import { PASS_DURATION_BUCKETS } from "../../lib/admin/metrics.ts";
+import { LABEL_VALUES, labelValues, PASS_DURATION_BUCKETS } from "../../lib/admin/metrics.ts";
+import { STATE_NAMES } from "../../lib/core/state.ts";
+import { versionInfo } from "../../lib/version_info.ts";
+import { agentDenoFlags } from "../../scripts/permissions.ts";
 import { TRIGGERS } from "../../lib/daemon/pass_scheduler.ts";
 import { NOT_READY_REASONS } from "../../lib/daemon/probes.ts";
 import { NANOS_PER_MILLI } from "../../lib/core/time.ts";
 import { STATUS_STATES } from "../../lib/store/status_record.ts";
-import { type Family, parsePrometheusText, sampleValue } from "./prom_text.ts";
+import {
+  type Family,
+  parsePrometheusText,
+  promtoolCheckMetrics,
+  sampleValue,
+} from "./prom_text.ts";
 import { APISERVER, badRollout, type ServedFixture, START, withServedDaemon } from "./harness.ts";
 import { podId } from "../../lib/core/pod.ts";
 import { containerOf, POLL_MS, runFor } from "../helpers/promotion.ts";
@@ -39,6 +47,7 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
     const m = await scrape(f);
     const types = Object.fromEntries([...m.values()].map((family) => [family.name, family.type]));
     assertEquals(types, {
+      ckpt_agent_build_info: "gauge",
       ckpt_agent_passes_total: "counter",
       ckpt_agent_passes_by_trigger_total: "counter",
       ckpt_agent_pass_duration_seconds: "histogram",
@@ -61,8 +70,12 @@ Deno.test("metrics: every family with its type and labels, before any pass", asy
       ckpt_agent_unrecorded_records: "gauge",
       ckpt_agent_stalled_checkpoints: "gauge",
       ckpt_agent_certificate_expiry_timestamp_seconds: "gauge",
-      process_start_time_seconds: "gauge",
+      process_cpu_seconds_total: "counter",
       process_resident_memory_bytes: "gauge",
+      process_virtual_memory_bytes: "gauge",
+      process_open_fds: "gauge",
+      process_max_fds: "gauge",
+      process_start_time_seconds: "gauge",
     });
     for (const family of m.values()) assert(family.help.length > 0, family.name);
     assertEquals(sampleValue(m, "ckpt_agent_passes_total", { result: "complete" }), 0);
@@ -318,5 +331,120 @@ Deno.test("metrics: a parent crash-looping on an unproven spec is counted while 
     assertEquals(f.daemon.lastReport!.changes.map((c) => [c.id, c.reason]), [
       [bad, "Superseded"],
     ]);
+  });
+});
+
+Deno.test("metrics: build info, 1, labelled with what `ckpt-agent version` prints", async () => {
+  await withServedDaemon({}, async (f) => {
+    const family = (await scrape(f)).get("ckpt_agent_build_info")!;
+    assertEquals(
+      family.samples.map((s) => [s.labels, s.value]),
+      [[{ ...await versionInfo() }, 1]],
+    );
+  });
+});
+
+/** The soft limit on open descriptors, as a shell started by this process has it. */
+async function softNofile(): Promise<number> {
+  const out = await new Deno.Command("sh", { args: ["-c", "ulimit -n"], stdout: "piped" }).output();
+  return Number(new TextDecoder().decode(out.stdout).trim());
+}
+
+Deno.test("metrics: the process's CPU time, memory, descriptors and start time, read when scraped", async () => {
+  await withServedDaemon({}, async (f) => {
+    const first = await scrape(f);
+    // Work between the scrapes: CPU time goes up and is read again.
+    let spin = 0;
+    for (let i = 0; i < 2_000_000; i++) spin += i % 7;
+    assert(spin > 0);
+    const m = await scrape(f);
+    const value = (name: string) => sampleValue(m, name)!;
+    assert(value("process_cpu_seconds_total") > sampleValue(first, "process_cpu_seconds_total")!);
+    assert(value("process_resident_memory_bytes") > 0);
+    assert(value("process_virtual_memory_bytes") > value("process_resident_memory_bytes"));
+    // This process's descriptors: the admin server's listener among them.
+    assert(value("process_open_fds") > 3);
+    assertEquals(value("process_max_fds"), await softNofile());
+    const start = value("process_start_time_seconds");
+    assert(start > 1e9 && start <= Date.now() / 1000, String(start));
+  });
+});
+
+/** What the process metrics read in a child process with `flags`. */
+async function processMetricsWith(flags: string[]): Promise<Record<string, unknown>> {
+  const child = new URL("../helpers/process_metrics_child.ts", import.meta.url).pathname;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...flags, child],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert(out.success, new TextDecoder().decode(out.stderr));
+  return JSON.parse(new TextDecoder().decode(out.stdout));
+}
+
+Deno.test("metrics: under the compiled agent's permissions /proc is not read, and its samples are left out; CPU, memory and start time remain", async () => {
+  const strict = await processMetricsWith(agentDenoFlags());
+  assertEquals(strict, {
+    procReadable: false,
+    cpu: true,
+    rss: true,
+    start: true,
+    openFds: null,
+    maxFds: null,
+    virtual: null,
+  });
+  const all = await processMetricsWith(["--allow-all"]);
+  assertEquals(all.procReadable, true);
+  assert(typeof all.openFds === "number" && typeof all.maxFds === "number", JSON.stringify(all));
+});
+
+/** The values a family's samples give `label`. */
+function valuesOf(family: Family, label: string): Set<string> {
+  return new Set(family.samples.flatMap((s) => s.labels[label] ?? []));
+}
+
+Deno.test("metrics: through an outage, each label's help lists the values the code can give it, and promtool accepts the scrape", async () => {
+  await withServedDaemon({}, async (f) => {
+    // Passes that give labels values: transitions, source failures, every not-ready reason.
+    await f.pass();
+    f.clock.advance(5_000);
+    await f.node.loseControlPlane();
+    await f.pass();
+    const text = await (await f.request("/metrics")).text();
+    assertEquals(await promtoolCheckMetrics(text), { code: 0, said: "" });
+    const m = parsePrometheusText(text);
+    const labelled: [string, string, string[]][] = [
+      ["ckpt_agent_passes_total", "result", labelValues(LABEL_VALUES.result)],
+      ["ckpt_agent_passes_by_trigger_total", "trigger", labelValues(LABEL_VALUES.trigger)],
+      ["ckpt_agent_state_transitions_total", "from", labelValues(LABEL_VALUES.state)],
+      ["ckpt_agent_state_transitions_total", "to", labelValues(LABEL_VALUES.state)],
+      ["ckpt_agent_source_errors_total", "source", labelValues(LABEL_VALUES.source)],
+      ["ckpt_agent_source_errors_total", "kind", labelValues(LABEL_VALUES.kind)],
+      ["ckpt_agent_write_errors_total", "op", labelValues(LABEL_VALUES.op)],
+      ["ckpt_agent_checkpoints", "state", labelValues(LABEL_VALUES.trackedState)],
+      ["ckpt_agent_not_ready", "reason", labelValues(LABEL_VALUES.reason)],
+      ["ckpt_agent_unrecorded_records", "store", labelValues(LABEL_VALUES.store)],
+      [
+        "ckpt_agent_certificate_expiry_timestamp_seconds",
+        "certificate",
+        labelValues(LABEL_VALUES.certificate),
+      ],
+    ];
+    for (const [name, label, values] of labelled) {
+      const family = m.get(name)!;
+      // Every value the scrape shows is one of the list, and the help names each of the list.
+      for (const value of valuesOf(family, label)) {
+        assert(values.includes(value), `${name}{${label}="${value}"} is not listed`);
+      }
+      for (const value of values) {
+        assert(new RegExp(`[:,] ${value}[ ,.;]`).test(family.help), `${name}: ${value}`);
+      }
+    }
+    // The lists are the code's own: the triggers the scheduler has, the states of the machine.
+    assertEquals(labelValues(LABEL_VALUES.trigger).sort(), [...TRIGGERS].sort());
+    assertEquals(labelValues(LABEL_VALUES.state), [...STATE_NAMES]);
+    // The trigger the help left out before: the API server lost or back.
+    assert(m.get("ckpt_agent_passes_by_trigger_total")!.help.includes("apiserver ("));
   });
 });

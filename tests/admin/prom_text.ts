@@ -111,3 +111,19 @@ export function sampleValue(
   if (found && found.length > 1) throw new Error(`${name}${wanted}: ${found.length} samples`);
   return found?.[0]?.value;
 }
+
+/** What `promtool check metrics` (Debian's prometheus package) says of an exposition. */
+export async function promtoolCheckMetrics(text: string): Promise<{ code: number; said: string }> {
+  const child = new Deno.Command("promtool", {
+    args: ["check", "metrics"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(text));
+  await writer.close();
+  const out = await child.output();
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  return { code: out.code, said: decode(out.stdout) + decode(out.stderr) };
+}

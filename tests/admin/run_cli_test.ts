@@ -1,50 +1,15 @@
 /**
- * The admin endpoint as `ckpt-agent run` starts it: non-loopback binds refused before anything
- * starts, and a real daemon on a simulated node serving its socket until SIGTERM.
+ * The admin endpoint as `ckpt-agent run` starts it: a real daemon on a simulated node serving its
+ * socket until SIGTERM. (A non-loopback address is refused with the configuration:
+ * tests/commands/config_refusals_test.ts.)
  */
 import { deepStrictEqual as assertEquals, ok as assert, rejects } from "node:assert/strict";
 import { join } from "node:path";
 import { createDirectHttpClient, UNIX_SOCKET_ORIGIN } from "../../lib/util/direct_http.ts";
 import { SimNode } from "../../lib/sim/node.ts";
-import { runCli } from "../helpers/cli.ts";
 import { untilAnswers } from "../helpers/admin_socket.ts";
-import { withTempDir } from "../helpers/temp_dir.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
-
-Deno.test("a non-loopback admin address exits 2 with one line naming the key, before anything starts", async () => {
-  await withTempDir(async (dir) => {
-    const config = join(dir, "config.yaml");
-    const base = [
-      "run",
-      "--config",
-      config,
-      "--node-name",
-      "cp-1",
-      "--lock-file",
-      join(dir, "lock"),
-      "--state-dir",
-      join(dir, "state"),
-    ];
-    const refusal = (address: string) =>
-      `ckpt-agent run: adminListen (--admin-listen): ${
-        JSON.stringify(address)
-      } is not a loopback address; binding it needs adminAllowRemote (--admin-allow-remote)\n`;
-
-    await Deno.writeTextFile(config, "");
-    for (const address of ["0.0.0.0:10280", "192.0.2.10:10280", "[::]:10280"]) {
-      const r = await runCli([...base, "--admin-listen", address]);
-      assertEquals([address, r.code, r.stderr], [address, 2, refusal(address)]);
-      assertEquals(r.stdout, "");
-    }
-    // From the file, the same refusal.
-    await Deno.writeTextFile(config, 'adminListen: "[::]:10280"\n');
-    const fromFile = await runCli(base);
-    assertEquals([fromFile.code, fromFile.stderr], [2, refusal("[::]:10280")]);
-    // Nothing was started: no lock taken, no state directory made.
-    assertEquals([...Deno.readDirSync(dir)].map((e) => e.name), ["config.yaml"]);
-  });
-});
 
 Deno.test("ckpt-agent run serves its admin socket, and removes it after the last pass on SIGTERM", async () => {
   const node = await SimNode.start();

@@ -3,7 +3,7 @@
  * the command table and the settings table, so every flag appears with its default.
  */
 import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { type CommandName, COMMANDS } from "../../lib/cli/commands.ts";
+import { commandFlags, type CommandName, COMMANDS, SHORTHANDS } from "../../lib/cli/commands.ts";
 import {
   CONFIG_FILE_FLAG,
   defaultText,
@@ -79,6 +79,11 @@ Deno.test("help, --help and -h: every command, then the default command's flags 
   assertEquals(long, plain);
   assertEquals(short, plain);
   for (const name of NAMES) assert(plain.includes(`\n  ${name} `), name);
+  for (const { flags, help } of SHORTHANDS) {
+    const entry = flagEntries(plain).get(flags[0].slice(2));
+    assert(plain.includes(`\n  ${flags.join(", ")}\n`), flags[0]);
+    assertEquals(entry, help);
+  }
   assertListsEverySetting(plain);
 });
 
@@ -91,7 +96,7 @@ Deno.test("each command's help: its purpose, its own flags, and the settings whe
     assertEquals(viaFlag, viaHelp);
     assert(viaHelp.includes(COMMANDS[name].synopsis), name);
     const entries = flagEntries(viaHelp);
-    for (const flag of Object.keys(COMMANDS[name].flags)) {
+    for (const flag of Object.keys(commandFlags(name))) {
       assert(entries.has(flag), `${name} --${flag}`);
     }
     if (COMMANDS[name].config) assertListsEverySetting(viaHelp);

@@ -36,6 +36,24 @@ Deno.test("version prints one line each for the version, the commit and the Deno
   assertEquals(lines[2], `deno       ${Deno.version.deno}`);
 });
 
+Deno.test("--version and -V print what version prints, and take its flags", async () => {
+  const [plain, json] = await Promise.all([
+    runCli(["version"]),
+    runCli(["version", "--output", "json"]),
+  ]);
+  for (const flag of ["--version", "-V"]) {
+    const [text, asJson] = await Promise.all([
+      runCli([flag]),
+      runCli([flag, "--json"]),
+    ]);
+    assertEquals([flag, text.code, text.stderr, text.stdout], [flag, 0, "", plain.stdout]);
+    assertEquals([flag, asJson.code, asJson.stdout], [flag, 0, json.stdout]);
+  }
+  // After a command it is no shorthand: that command's flags are its own.
+  const after = await runCli(["status", "--version"]);
+  assertEquals(after.code, 2);
+});
+
 Deno.test("with the compiled binary's permissions version runs no git, and reads no file of the tree", async () => {
   // Imports are not reads: deno.json is embedded; any read of the tree at run time would fail.
   const run = await runCli(["version", "--output", "json"], {

@@ -425,6 +425,30 @@ Deno.test("the agent's directories must be distinct", async () => {
   );
 });
 
+Deno.test("a non-loopback admin address is refused naming the key, unless remote is allowed", async () => {
+  const refusal = (address: string) =>
+    `${JSON.stringify(address)} is not a loopback address; binding it needs adminAllowRemote ` +
+    "(--admin-allow-remote)";
+  for (const address of ["0.0.0.0:10280", "192.0.2.10:10280", "[::]:10280", "node-1:10280"]) {
+    assertEquals(
+      await usageError(() => load(["--admin-listen", address])),
+      `--admin-listen: ${refusal(address)}`,
+    );
+    const fromFile = await usageError(() => loadYaml({ adminListen: address }));
+    assert(fromFile.endsWith(`config.yaml: adminListen: ${refusal(address)}`), fromFile);
+    for (
+      const allowed of [
+        load(["--admin-listen", address, "--admin-allow-remote"]),
+        loadYaml({ adminListen: address, adminAllowRemote: true }),
+        loadYaml({ adminListen: address }, ["--admin-allow-remote"]),
+      ]
+    ) assertEquals((await allowed).config.adminListen, address);
+  }
+  for (const address of ["127.0.0.1:10280", "[::1]:1", "localhost:10280", "unix:/x.sock", "off"]) {
+    assertEquals((await load(["--admin-listen", address])).config.adminListen, address);
+  }
+});
+
 Deno.test("self identity and node name from the environment", async () => {
   const env = { NODE_NAME: "cp-2", POD_NAME: "ckpt-cp-2", POD_NAMESPACE: "kube-system" };
   const pod = await load([], { env });

@@ -17,6 +17,8 @@ export async function runCli(
     denoFlags?: string[];
     /** A command that runs `deno` in turn (`setpriv` and its flags). */
     wrapper?: string[];
+    /** Kills the command when it aborts: the bound on a command that should have ended. */
+    signal?: AbortSignal;
   } = {},
 ): Promise<CliResult> {
   const deno = [
@@ -34,6 +36,7 @@ export async function runCli(
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1", ...options.env },
+    signal: options.signal,
   }).spawn();
   if (options.stdin !== undefined) {
     const writer = child.stdin.getWriter();
