@@ -7,7 +7,7 @@
  * kept here is the prose around them, the environment and what each file is for.
  */
 import { commandAbout } from "../lib/cli/help.ts";
-import { type CommandName, COMMANDS, DEFAULT_COMMAND } from "../lib/cli/commands.ts";
+import { commandFlags, type CommandName, COMMANDS, DEFAULT_COMMAND } from "../lib/cli/commands.ts";
 import { EXIT_FAILURE, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, SIGNAL_EXIT } from "../lib/cli/errors.ts";
 import type { Flag } from "../lib/cli/flags.ts";
 import {
@@ -54,7 +54,7 @@ function synopsis(): string[] {
 
 function commands(): string[] {
   return COMMAND_NAMES.map((name) => {
-    const flags = Object.entries(COMMANDS[name].flags as Record<string, Flag>);
+    const flags = Object.entries(commandFlags(name) as Record<string, Flag>);
     const takes = COMMANDS[name].config ? " It takes the configuration: --config and OPTIONS." : "";
     const lines = [
       entry(`\\fB${name}\\fR ${roffText(COMMANDS[name].synopsis)}`, commandAbout(name) + takes),

@@ -41,11 +41,11 @@ const BAD: BadSetting[] = [
   {
     file: "pollInterval: 5\n",
     line: (file) =>
-      `${file}: pollInterval: 5 has no unit (seconds? milliseconds?); write e.g. "5s"`,
+      `${file}:1:15: pollInterval: 5 has no unit (seconds? milliseconds?); write e.g. "5s"`,
   },
   {
     file: "pollIntervall: 5s\n",
-    line: (file) => `${file}: pollIntervall: unknown key (did you mean pollInterval?)`,
+    line: (file) => `${file}:1:16: pollIntervall: unknown key (did you mean pollInterval?)`,
   },
   {
     args: ["--admin-listen", "x"],
