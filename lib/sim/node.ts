@@ -285,6 +285,11 @@ export class SimNode {
   /** Power cut or crash: every pod stops, and the API server with them; the node boots. */
   async loseControlPlane(how: ApiOutage = "down") {
     this.#model.powerCut(this.clock.now());
+    await this.loseApiServer(how);
+  }
+
+  /** The API server alone is gone (its process, or etcd); every pod on the node runs on. */
+  async loseApiServer(how: ApiOutage = "down") {
     this.#api = how;
     // The port closes and every connection is cut at once; the server's own teardown (a
     // second or more with thousands of watches) is waited for only once the runtime and the
@@ -312,8 +317,7 @@ export class SimNode {
    * the old pod and starts the new one. Returns the new pod.
    */
   async updateParent(id: string, change: (pod: Pod) => Pod): Promise<Pod> {
-    const old = this.#parents.get(id);
-    if (!old) throw new Error(`no parent ${id}`);
+    const old = this.#parentOf(id);
     const changed = change(structuredClone(old));
     const uid = `${uidOf(old).slice(0, 24)}${String(++this.#rollouts).padStart(12, "0")}`;
     const pod: Pod = { ...changed, metadata: { ...changed.metadata, uid } };
@@ -330,8 +334,7 @@ export class SimNode {
    * new one. Returns the new pod.
    */
   async replaceParent(id: string, change: (pod: Pod) => Pod): Promise<Pod> {
-    const old = this.#parents.get(id);
-    if (!old) throw new Error(`no parent ${id}`);
+    const old = this.#parentOf(id);
     const changed = change(structuredClone(old));
     const rollout = String(++this.#rollouts);
     const { generateName } = old.metadata;
@@ -349,6 +352,32 @@ export class SimNode {
   /** From now on, a container of this image exits as soon as it starts (a broken image). */
   breakImage(image: string) {
     this.#brokenImages.add(image);
+  }
+
+  /**
+   * A parent stops and stays stopped: its containers exit (as `crictl stop` does) and every
+   * restart of them exits at once, until `repairParent`.
+   */
+  async stopParent(id: string) {
+    const pod = this.#parentOf(id);
+    for (const container of asArray((pod.spec as Json).containers)) {
+      this.breakImage(String(container.image));
+    }
+    this.#model.exitContainers(uidOf(pod), this.clock.now());
+    await this.sync();
+  }
+
+  /** A stopped parent's images work again: the kubelet starts it after its back-off. */
+  repairParent(id: string) {
+    for (const container of asArray((this.#parentOf(id).spec as Json).containers)) {
+      this.#brokenImages.delete(String(container.image));
+    }
+  }
+
+  #parentOf(id: string): Pod {
+    const pod = this.#parents.get(id);
+    if (!pod) throw new Error(`no parent ${id}`);
+    return pod;
   }
 
   /** `kubectl delete pod`: gone from the API server and stopped by the kubelet. */
