@@ -221,16 +221,17 @@ export class KubeletModel {
     this.#sourcesReady = false;
   }
 
-  /** The programs of a pod's running containers exit, as when they crash or are stopped in the
-   *  runtime; the kubelet restarts them as any exited container. */
-  exitContainers(uid: string, now: Instant): void {
-    const sandbox = this.#sandboxes.findLast((s) => uidOf(s.pod) === uid);
-    for (const container of sandbox?.containers ?? []) {
-      if (container.state !== "running") continue;
-      container.state = "exited";
-      container.finishedAt = now;
-      this.#event(now, sandbox!.pod, "container-exited", { container: container.name });
-    }
+  /**
+   * The kubelet forgets a pod from the API server and kills it (its sandbox stops, its
+   * containers exit), as one restarted while the API server is away kills the pods it no longer
+   * knows; it runs the pod again once the API server lists it again.
+   */
+  forget(uid: string, now: Instant): void {
+    this.#apiPods = this.#apiPods.filter((pod) => uidOf(pod) !== uid);
+    const managed = this.#pods.get(uid);
+    if (!managed) return;
+    this.#pods.delete(uid);
+    this.#kill(managed.pod, now);
   }
 
   /** One round of the kubelet at `now`: its sources read, every pod that is due synced. */

@@ -355,23 +355,13 @@ export class SimNode {
   }
 
   /**
-   * A parent stops and stays stopped: its containers exit (as `crictl stop` does) and every
-   * restart of them exits at once, until `repairParent`.
+   * A parent's pod stops while the API server is away: the kubelet kills it (its sandbox stops,
+   * its containers exit) and runs it again only once the API server lists it again
+   * (KubeletModel.forget).
    */
   async stopParent(id: string) {
-    const pod = this.#parentOf(id);
-    for (const container of asArray((pod.spec as Json).containers)) {
-      this.breakImage(String(container.image));
-    }
-    this.#model.exitContainers(uidOf(pod), this.clock.now());
+    this.#model.forget(uidOf(this.#parentOf(id)), this.clock.now());
     await this.sync();
-  }
-
-  /** A stopped parent's images work again: the kubelet starts it after its back-off. */
-  repairParent(id: string) {
-    for (const container of asArray((this.#parentOf(id).spec as Json).containers)) {
-      this.#brokenImages.delete(String(container.image));
-    }
   }
 
   #parentOf(id: string): Pod {

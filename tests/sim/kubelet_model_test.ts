@@ -310,3 +310,18 @@ Deno.test("garbage collection: a pod no longer run loses its containers and sand
     ["scheduler", 2, true, ["running#0"]],
   ]);
 });
+
+Deno.test("a pod the kubelet forgets while the API server is away stays stopped until the API server lists it again", () => {
+  const k = new Kubelet();
+  const scheduler = pod("kube-system/scheduler", { image: "scheduler" });
+  k.sync({ api: [scheduler] });
+  k.sync({ api: undefined });
+  k.model.forget("uid-scheduler", k.clock.now());
+  k.wait(30);
+  assertEquals(runtimeRows(k), [["scheduler", 0, false, ["exited#0"]]]);
+  k.sync({ api: [scheduler] });
+  assertEquals(runtimeRows(k), [
+    ["scheduler", 0, false, ["exited#0"]],
+    ["scheduler", 1, true, ["running#0"]],
+  ]);
+});
