@@ -27,7 +27,7 @@ import type { SimApiServer } from "../lib/sim/apiserver.ts";
 import { AGENT_MALLOC_ENV, agentDenoFlags } from "../scripts/permissions.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
-const POLL_INTERVAL_MS = 5_000;
+export const POLL_INTERVAL_MS = 5_000;
 const SAMPLE_MS = 100;
 /** How often the bench looks at the files the daemon writes. */
 const WATCH_MS = 20;
