@@ -35,6 +35,7 @@ import {
   POLLS_PER_MINUTE,
 } from "./daemon_bench.ts";
 import { judge, type Verdict, verdictLine } from "./targets.ts";
+import { calibrationMs } from "./calibration.ts";
 import { type AgentAnswer, type AgentRequest, lines, type PassTiming } from "./pass_protocol.ts";
 import { listTree, straceArgs, treeChanges, writesBetween } from "./pass_writes.ts";
 
@@ -439,13 +440,20 @@ async function denoBaseline(): Promise<MemorySample> {
 }
 
 const loadBefore = Deno.loadavg();
-console.log(`load average before: ${loadBefore.join(" ")}; ${navigator.hardwareConcurrency} CPUs`);
+const calibrationBefore = await calibrationMs();
+console.log(
+  `load average before: ${loadBefore.join(" ")}; ${navigator.hardwareConcurrency} CPUs; ` +
+    `calibration ${calibrationBefore.toFixed(0)} ms CPU (bench/calibration.ts)`,
+);
 const baseline = await denoBaseline();
 console.log(`a Deno script that only waits (the daemon's flags): ${memoryText(baseline)}`);
 const results = [];
 for (const n of PARENT_COUNTS) results.push(await benchParents(n));
 const loadAfter = Deno.loadavg();
-console.log(`\nload average after: ${loadAfter.join(" ")}`);
+const calibrationAfter = await calibrationMs();
+console.log(
+  `\nload average after: ${loadAfter.join(" ")}; calibration ${calibrationAfter.toFixed(0)} ms CPU`,
+);
 const missed = results.flatMap((r) =>
   r.verdicts.filter((v) => v.missedBy || v.value === undefined)
 );
@@ -459,6 +467,10 @@ console.log(
 if (flags.json) {
   await Deno.writeTextFile(
     flags.json,
-    JSON.stringify({ loadBefore, loadAfter, baseline, results }, null, 2),
+    JSON.stringify(
+      { loadBefore, loadAfter, calibrationBefore, calibrationAfter, baseline, results },
+      null,
+      2,
+    ),
   );
 }
