@@ -62,17 +62,20 @@ export async function startBenchNode(
       http2: opts.http2 ?? true,
     },
   });
-  // One tick at a time: a tick that outlasts its interval delays the next.
+  // One tick at a time: a tick that outlasts its interval delays the next. A tick that failed
+  // fails the bench when it stops, not at once from an unhandled rejection.
   let ticks = Promise.resolve();
-  const timer = opts.clockRuns === false
-    ? undefined
-    : setInterval(() => ticks = ticks.then(() => node.advance(TICK_MS)), TICK_MS);
+  let failure: unknown;
+  const timer = opts.clockRuns === false ? undefined : setInterval(() => {
+    ticks = ticks.then(() => node.advance(TICK_MS)).catch((e) => failure ??= e);
+  }, TICK_MS);
   return {
     node,
     stop: async () => {
       clearInterval(timer);
       await ticks;
       await node.close();
+      if (failure !== undefined) throw failure;
     },
   };
 }
