@@ -8,6 +8,7 @@
  *
  *   deno run --allow-all bench/daemon_profile.ts [--parents 100] [--rest-seconds 30]
  *                                                [--settle-seconds 5] [--profile FILE]
+ *                                                [--still-clock]
  *   deno run --allow-read bench/cpu_profile_summary.ts FILE
  */
 import { parseArgs } from "node:util";
@@ -21,6 +22,8 @@ const { values: flags } = parseArgs({
     "rest-seconds": { type: "string", default: "30" },
     "settle-seconds": { type: "string", default: "5" },
     profile: { type: "string" },
+    /** The node's clock stands still (no relist, no reads of the static-pod dir each second). */
+    "still-clock": { type: "boolean", default: false },
   },
 });
 const n = Number(flags.parents);
@@ -53,7 +56,7 @@ async function passesByTrigger(): Promise<string> {
     .map((line) => line.replace(/^.*trigger="([^"]+)"\} /, "$1 ")).join(", ");
 }
 
-const { node, stop } = await startBenchNode(n);
+const { node, stop } = await startBenchNode(n, { clockRuns: !flags["still-clock"] });
 try {
   const settings = { pollIntervalMs: 5_000, adminListen: `127.0.0.1:${ADMIN_PORT}` };
   const configFile = await node.writeConfigFile(settings);
