@@ -338,6 +338,12 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
         if (took === undefined) break;
       }
 
+      const active = () => jsonFiles(config.staticPodDir);
+      /** The control plane back: seconds until every copy was withdrawn. */
+      const restored = async () => {
+        await node.restoreControlPlane();
+        return await secondsUntil(alive(() => active() === 0), giveUp);
+      };
       const apiLoss = { firstSeconds: [], allSeconds: [], withdrawnSeconds: [] } as DaemonFigures[
         "apiLoss"
       ];
@@ -346,7 +352,6 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
         await sleep(Math.random() * POLL_INTERVAL_MS);
         const lostAt = performance.now();
         await node.loseControlPlane("down");
-        const active = () => jsonFiles(config.staticPodDir);
         const first = await secondsUntil(alive(() => active() >= 1), giveUp);
         const all = first === undefined
           ? undefined
@@ -355,15 +360,13 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
         apiLoss.allSeconds.push(
           all === undefined ? undefined : (performance.now() - lostAt) / 1000,
         );
-        await node.restoreControlPlane();
-        const withdrawn = await secondsUntil(alive(() => active() === 0), giveUp);
+        const withdrawn = await restored();
         apiLoss.withdrawnSeconds.push(withdrawn);
         if (all === undefined || withdrawn === undefined) break;
       }
       const parentStop = { toActiveSeconds: [], withdrawnSeconds: [] } as DaemonFigures[
         "parentStop"
       ];
-      const active = () => jsonFiles(config.staticPodDir);
       for (let round = 0; round < opts.stopRounds; round++) {
         const id = podId(node.parents[round % n]);
         await node.loseApiServer("down");
@@ -374,8 +377,7 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
         parentStop.toActiveSeconds.push(
           took === undefined ? undefined : (performance.now() - stoppedAt) / 1000,
         );
-        await node.restoreControlPlane();
-        const withdrawn = await secondsUntil(alive(() => active() === 0), giveUp);
+        const withdrawn = await restored();
         parentStop.withdrawnSeconds.push(withdrawn);
         if (took === undefined || withdrawn === undefined) break;
       }
@@ -389,8 +391,7 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
         if (await secondsUntil(alive(() => active() >= n), giveUp) !== undefined) {
           outage.allActive = await cpuOver(child.pid, opts.outageSeconds);
         }
-        await node.restoreControlPlane();
-        await secondsUntil(alive(() => active() === 0), giveUp);
+        await restored();
       }
       const changes = memory.phase();
       return {
