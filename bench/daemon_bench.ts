@@ -4,31 +4,93 @@
  * interval 5 s, the configuration's defaults otherwise), its CPU time and memory read from
  * /proc, what it does seen in the files it writes and the requests the simulated servers record.
  *
+ * The node is set up as a real one (startBenchNode): N parents in kube-system with two secrets and
+ * one configmap each, N/2 pods that are no parents, the kubelet on HTTPS asking for client
+ * certificates, the runtime on a CRI unix socket, the API server on HTTP/2 sending each watch a
+ * BOOKMARK a minute, and the node's clock running in real time (the kubelet relists every second
+ * and collects dead containers once a minute). The simulated servers run in the bench's process;
+ * the daemon's CPU is read from its own process only.
+ *
  * In order, one daemon per node: its first pass on an empty node; a window at rest; secret
  * changes until each is in its stored file; API losses (the port closed, every connection cut,
  * every pod stopped) until every active manifest is in the static-pod dir, each followed by the
- * control plane's return and the withdrawal of the copies.
+ * control plane's return and the withdrawal of the copies; parents stopped during an outage (the
+ * API server lost first, then, at a random moment of the poll interval, one parent's containers
+ * stopped in the runtime) until that parent's active manifest is in the static-pod dir; and CPU
+ * during an outage with every parent still running, and with every copy active.
  */
 import { join } from "node:path";
+import { podId } from "../lib/core/pod.ts";
 import { manyParents } from "../lib/sim/control_plane.ts";
 import { SimNode } from "../lib/sim/node.ts";
 import type { SimApiServer } from "../lib/sim/apiserver.ts";
 import { AGENT_MALLOC_ENV, agentDenoFlags } from "../scripts/permissions.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
-const POLL_INTERVAL_MS = 5_000;
+export const POLL_INTERVAL_MS = 5_000;
 const SAMPLE_MS = 100;
 /** How often the bench looks at the files the daemon writes. */
 const WATCH_MS = 20;
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on every Linux build). */
 const TICKS_PER_SECOND = 100;
 
+/** How the simulated node differs from a real one's set-up (see the top of this file). */
+export interface BenchNodeOptions {
+  /** Pods on the node that are no parents; default half the parents. */
+  unrelatedPods?: number;
+  /** How often each watch gets a BOOKMARK; default a minute, as kube-apiserver sends them. */
+  bookmarkIntervalMs?: number;
+  /** false: the API server speaks HTTP/1.1 only. */
+  http2?: boolean;
+  /** false: the node's clock stands still but for the bench's own changes. */
+  clockRuns?: boolean;
+}
+
+/** The kubelet relists this often while the node's clock runs. */
+const TICK_MS = 1_000;
+
+/** A simulated node with `n` parents set up as the top of this file says; `stop` ends it. */
+export async function startBenchNode(
+  n: number,
+  opts: BenchNodeOptions = {},
+): Promise<{ node: SimNode; stop: () => Promise<void> }> {
+  const cluster = manyParents("cp-1", n, opts.unrelatedPods ?? Math.floor(n / 2));
+  const node = await SimNode.start({
+    cluster,
+    apiServer: {
+      bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 60_000,
+      http2: opts.http2 ?? true,
+    },
+  });
+  // One tick at a time: a tick that outlasts its interval delays the next. A tick that failed
+  // fails the bench when it stops, not at once from an unhandled rejection.
+  let ticks = Promise.resolve();
+  let failure: unknown;
+  const timer = opts.clockRuns === false ? undefined : setInterval(() => {
+    ticks = ticks.then(() => node.advance(TICK_MS)).catch((e) => failure ??= e);
+  }, TICK_MS);
+  return {
+    node,
+    stop: async () => {
+      clearInterval(timer);
+      await ticks;
+      await node.close();
+      if (failure !== undefined) throw failure;
+    },
+  };
+}
+
 export interface DaemonBenchOptions {
+  node: BenchNodeOptions;
   /** The window at rest, in which CPU and API requests are counted. */
   restSeconds: number;
   /** After the first pass and before the window: passes that may still be settling. */
   settleSeconds: number;
   lossRounds: number;
+  /** Parents stopped at a random moment during an outage, one per round. */
+  stopRounds: number;
+  /** Each window of CPU during an outage; 0: not measured. */
+  outageSeconds: number;
   secretRounds: number;
   /** How long a secret change or an activation may take before the bench gives up on it. */
   giveUpSeconds: number;
@@ -150,10 +212,16 @@ function findStoredFile(dir: string, secret: string, key: string): string | unde
   return undefined;
 }
 
-export interface RestFigures {
+/** Polls a minute at the bench's poll interval. */
+export const POLLS_PER_MINUTE = 60_000 / POLL_INTERVAL_MS;
+
+export interface CpuFigures {
   seconds: number;
   cpuSeconds: number;
   cpuPerMinute: number;
+}
+
+export interface RestFigures extends CpuFigures {
   apiRequestsPerMinute: number;
   kubeletRequestsPerMinute: number;
   /** Connections the API server and the kubelet accepted in the window, per minute. */
@@ -194,6 +262,15 @@ export interface DaemonFigures {
     /** From the control plane's return until every copy was withdrawn. */
     withdrawnSeconds: (number | undefined)[];
   };
+  /** A parent stopped at a random moment after the API server was lost, per round: from the stop
+   *  until its active manifest was in the static-pod dir; then from the API server's return (and
+   *  the parent's) until it was withdrawn. */
+  parentStop: {
+    toActiveSeconds: (number | undefined)[];
+    withdrawnSeconds: (number | undefined)[];
+  };
+  /** CPU during an outage: every parent still running; every copy active. */
+  outage: { parentsRunning?: CpuFigures; allActive?: CpuFigures };
   /** Maxima over the whole run, and per phase. */
   memory: {
     max: MemorySample;
@@ -205,8 +282,7 @@ export interface DaemonFigures {
 
 /** The daemon with `n` parents, measured as the top of this file says. */
 export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<DaemonFigures> {
-  const cluster = manyParents("cp-1", n);
-  const node = await SimNode.start({ cluster });
+  const { node, stop } = await startBenchNode(n, opts.node);
   try {
     const config = node.config({ pollIntervalMs: POLL_INTERVAL_MS });
     const configFile = await node.writeConfigFile({ pollIntervalMs: POLL_INTERVAL_MS });
@@ -237,9 +313,10 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
       const firstPassSeconds = (performance.now() - spawnedAt) / 1000;
       const firstPass = memory.phase();
       // Every object the parents use and the node's pods: each one watch.
+      // Each parent's two secrets and configmap, the shared kube-root-ca.crt, the node's pods.
       const setup = await settle(
         node,
-        cluster.secrets.length + cluster.configMaps.length + 1,
+        3 * n + 2,
         opts.settleSeconds,
       );
       memory.phase();
@@ -261,6 +338,12 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
         if (took === undefined) break;
       }
 
+      const active = () => jsonFiles(config.staticPodDir);
+      /** The control plane back: seconds until every copy was withdrawn. */
+      const restored = async () => {
+        await node.restoreControlPlane();
+        return await secondsUntil(alive(() => active() === 0), giveUp);
+      };
       const apiLoss = { firstSeconds: [], allSeconds: [], withdrawnSeconds: [] } as DaemonFigures[
         "apiLoss"
       ];
@@ -269,7 +352,6 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
         await sleep(Math.random() * POLL_INTERVAL_MS);
         const lostAt = performance.now();
         await node.loseControlPlane("down");
-        const active = () => jsonFiles(config.staticPodDir);
         const first = await secondsUntil(alive(() => active() >= 1), giveUp);
         const all = first === undefined
           ? undefined
@@ -278,10 +360,38 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
         apiLoss.allSeconds.push(
           all === undefined ? undefined : (performance.now() - lostAt) / 1000,
         );
-        await node.restoreControlPlane();
-        const withdrawn = await secondsUntil(alive(() => active() === 0), giveUp);
+        const withdrawn = await restored();
         apiLoss.withdrawnSeconds.push(withdrawn);
         if (all === undefined || withdrawn === undefined) break;
+      }
+      const parentStop = { toActiveSeconds: [], withdrawnSeconds: [] } as DaemonFigures[
+        "parentStop"
+      ];
+      for (let round = 0; round < opts.stopRounds; round++) {
+        const id = podId(node.parents[round % n]);
+        await node.loseApiServer("down");
+        await sleep(Math.random() * POLL_INTERVAL_MS);
+        const stoppedAt = performance.now();
+        await node.stopParent(id);
+        const took = await secondsUntil(alive(() => active() >= 1), giveUp);
+        parentStop.toActiveSeconds.push(
+          took === undefined ? undefined : (performance.now() - stoppedAt) / 1000,
+        );
+        const withdrawn = await restored();
+        parentStop.withdrawnSeconds.push(withdrawn);
+        if (took === undefined || withdrawn === undefined) break;
+      }
+
+      const outage: DaemonFigures["outage"] = {};
+      if (opts.outageSeconds > 0) {
+        await node.loseApiServer("down");
+        outage.parentsRunning = await cpuOver(child.pid, opts.outageSeconds);
+        await node.restoreControlPlane();
+        await node.loseControlPlane("down");
+        if (await secondsUntil(alive(() => active() >= n), giveUp) !== undefined) {
+          outage.allActive = await cpuOver(child.pid, opts.outageSeconds);
+        }
+        await restored();
       }
       const changes = memory.phase();
       return {
@@ -291,6 +401,8 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
         rest,
         secretToFileSeconds,
         apiLoss,
+        parentStop,
+        outage,
         memory: { max: { ...memory.max }, firstPass, rest: rest.memory, changes },
       };
     } finally {
@@ -299,8 +411,17 @@ export async function benchDaemon(n: number, opts: DaemonBenchOptions): Promise<
       await status;
     }
   } finally {
-    await node.close();
+    await stop();
   }
+}
+
+/** The process's CPU over the next `seconds`. */
+async function cpuOver(pid: number, seconds: number): Promise<CpuFigures> {
+  const before = cpuSeconds(pid), at = performance.now();
+  await sleep(seconds * 1000);
+  const minutes = (performance.now() - at) / 60_000;
+  const cpu = cpuSeconds(pid) - before;
+  return { seconds: minutes * 60, cpuSeconds: cpu, cpuPerMinute: cpu / minutes };
 }
 
 /** The settle after the first pass, measuring the watches' set-up in it. */
@@ -346,20 +467,15 @@ async function atRest(
 ): Promise<RestFigures> {
   const api = node.apiServer, kubelet = node.kubelet.secure;
   const before = {
-    cpu: cpuSeconds(pid),
     api: api.requests.length,
     kubelet: kubelet.requests.length,
     apiConnections: api.connections().accepted,
     kubeletConnections: kubelet.connections().accepted,
-    at: performance.now(),
   };
-  await sleep(seconds * 1000);
-  const minutes = (performance.now() - before.at) / 60_000;
-  const cpu = cpuSeconds(pid) - before.cpu;
+  const cpu = await cpuOver(pid, seconds);
+  const minutes = cpu.seconds / 60;
   return {
-    seconds: minutes * 60,
-    cpuSeconds: cpu,
-    cpuPerMinute: cpu / minutes,
+    ...cpu,
     apiRequestsPerMinute: (api.requests.length - before.api) / minutes,
     kubeletRequestsPerMinute: (kubelet.requests.length - before.kubelet) / minutes,
     apiConnectionsPerMinute: (api.connections().accepted - before.apiConnections) / minutes,

@@ -1,20 +1,19 @@
 /**
  * Where the daemon's CPU goes at rest: `main.ts run` with the unit's V8 flags and glibc settings
- * against a simulated node with N parents (5 s poll, the admin endpoint on), then a window at
- * rest: its CPU per minute by thread (/proc/<pid>/task), its RSS, and its passes by trigger (the
+ * against a simulated node with N parents, set up as bench/daemon_bench.ts says (5 s poll, the
+ * admin endpoint on), then a window at rest: its CPU per minute by thread (/proc/<pid>/task), its RSS, and its passes by trigger (the
  * admin endpoint's metrics). With `--profile FILE`, a V8 CPU profile of that window (sampled every
  * 0.2 ms, which itself costs several seconds of CPU a minute: read the CPU figures from a run
  * without it):
  *
  *   deno run --allow-all bench/daemon_profile.ts [--parents 100] [--rest-seconds 30]
  *                                                [--settle-seconds 5] [--profile FILE]
+ *                                                [--still-clock]
  *   deno run --allow-read bench/cpu_profile_summary.ts FILE
  */
 import { parseArgs } from "node:util";
-import { manyParents } from "../lib/sim/control_plane.ts";
-import { SimNode } from "../lib/sim/node.ts";
 import { AGENT_MALLOC_ENV, agentDenoFlags } from "../scripts/permissions.ts";
-import { jsonFiles, memoryOf } from "./daemon_bench.ts";
+import { jsonFiles, memoryOf, POLLS_PER_MINUTE, startBenchNode } from "./daemon_bench.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -23,6 +22,8 @@ const { values: flags } = parseArgs({
     "rest-seconds": { type: "string", default: "30" },
     "settle-seconds": { type: "string", default: "5" },
     profile: { type: "string" },
+    /** The node's clock stands still (no relist, no reads of the static-pod dir each second). */
+    "still-clock": { type: "boolean", default: false },
   },
 });
 const n = Number(flags.parents);
@@ -55,7 +56,7 @@ async function passesByTrigger(): Promise<string> {
     .map((line) => line.replace(/^.*trigger="([^"]+)"\} /, "$1 ")).join(", ");
 }
 
-const node = await SimNode.start({ cluster: manyParents("cp-1", n) });
+const { node, stop } = await startBenchNode(n, { clockRuns: !flags["still-clock"] });
 try {
   const settings = { pollIntervalMs: 5_000, adminListen: `127.0.0.1:${ADMIN_PORT}` };
   const configFile = await node.writeConfigFile(settings);
@@ -91,7 +92,9 @@ try {
     const mib = (kb: number) => (kb / 1024).toFixed(1);
     console.log(`${n} parents, ${(minutes * 60).toFixed(0)} s at rest`);
     console.log(
-      `  CPU per minute: ${(total / minutes).toFixed(3)} s; by thread: ${
+      `  CPU per minute: ${(total / minutes).toFixed(3)} s (${
+        (total / minutes / POLLS_PER_MINUTE * 1000).toFixed(1)
+      } ms per poll); by thread: ${
         used.map(([name, s]) => `${name} ${(s / minutes).toFixed(3)} s`).join(", ")
       }`,
     );
@@ -106,5 +109,5 @@ try {
     await child.status;
   }
 } finally {
-  await node.close();
+  await stop();
 }

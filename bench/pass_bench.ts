@@ -1,12 +1,15 @@
 /**
  * Node benchmark: the real agent against a simulated node on loopback (lib/sim/node.ts: API
  * server and kubelet over mTLS, a gRPC CRI runtime on a unix socket) with N parents of two secrets
- * and one configmap each. Each figure is printed beside its target (bench/targets.ts) and, when
- * missed, by how much; docs/benchmarks.md, "Node pass", has the figures and why targets are
- * missed.
+ * and one configmap each, set up as bench/daemon_bench.ts says. Each figure is printed beside its
+ * target (bench/targets.ts) and, when missed, by how much; docs/benchmarks.md, "Node pass", has
+ * the figures and why targets are missed.
  *
  *   deno task bench-pass [--parents 10,100,1000] [--rest-seconds 60] [--settle-seconds 10]
- *                        [--loss-rounds 5] [--secret-rounds 3] [--give-up-seconds 70]
+ *                        [--loss-rounds 5] [--stop-rounds 5] [--outage-seconds 30]
+ *                        [--secret-rounds 3] [--give-up-seconds 70]
+ *                        [--unrelated-pods N] [--bookmark-interval-seconds 60] [--http1]
+ *                        [--still-clock]
  *                        [--skip-passes] [--skip-strace] [--v8-flags FLAGS] [--glibc-defaults]
  *                        [--json FILE] [--cpu-profile FILE]
  *
@@ -29,8 +32,10 @@ import {
   type DaemonFigures,
   memoryOf,
   type MemorySample,
+  POLLS_PER_MINUTE,
 } from "./daemon_bench.ts";
 import { judge, type Verdict, verdictLine } from "./targets.ts";
+import { calibrationMs } from "./calibration.ts";
 import { type AgentAnswer, type AgentRequest, lines, type PassTiming } from "./pass_protocol.ts";
 import { listTree, straceArgs, treeChanges, writesBetween } from "./pass_writes.ts";
 
@@ -43,6 +48,17 @@ const { values: flags } = parseArgs({
     /** Between the daemon's first pass and the window at rest. */
     "settle-seconds": { type: "string", default: "10" },
     "loss-rounds": { type: "string", default: "5" },
+    /** Parents stopped at a random moment during an outage, one per round. */
+    "stop-rounds": { type: "string", default: "5" },
+    /** Each window of CPU during an outage (parents running; every copy active); 0: none. */
+    "outage-seconds": { type: "string", default: "30" },
+    /** Pods on the node that are no parents; default half the parents. */
+    "unrelated-pods": { type: "string" },
+    "bookmark-interval-seconds": { type: "string", default: "60" },
+    /** The API server on HTTP/1.1 only. */
+    http1: { type: "boolean", default: false },
+    /** The node's clock stands still between the bench's changes (no relist, no container GC). */
+    "still-clock": { type: "boolean", default: false },
     "secret-rounds": { type: "string", default: "3" },
     /** How long a secret change or an activation may take before it counts as never. */
     "give-up-seconds": { type: "string", default: "70" },
@@ -62,9 +78,19 @@ const { values: flags } = parseArgs({
 });
 const PARENT_COUNTS = flags.parents.split(",").map(Number);
 const DAEMON: DaemonBenchOptions = {
+  node: {
+    ...(flags["unrelated-pods"] !== undefined
+      ? { unrelatedPods: Number(flags["unrelated-pods"]) }
+      : {}),
+    bookmarkIntervalMs: Number(flags["bookmark-interval-seconds"]) * 1000,
+    http2: !flags.http1,
+    clockRuns: !flags["still-clock"],
+  },
   restSeconds: Number(flags["rest-seconds"]),
   settleSeconds: Number(flags["settle-seconds"]),
   lossRounds: Number(flags["loss-rounds"]),
+  stopRounds: Number(flags["stop-rounds"]),
+  outageSeconds: Number(flags["outage-seconds"]),
   secretRounds: Number(flags["secret-rounds"]),
   giveUpSeconds: Number(flags["give-up-seconds"]),
 };
@@ -307,6 +333,15 @@ const seconds = (s: number | undefined) => s === undefined ? "never" : `${s.toFi
 const mib = (kb: number) => kb / 1024;
 const memoryText = (m: MemorySample) =>
   `${mib(m.rss).toFixed(1)} MiB (anon ${mib(m.anon).toFixed(1)}, file ${mib(m.file).toFixed(1)})`;
+/** Milliseconds of CPU per poll interval, at `cpuPerMinute` seconds a minute. */
+const perPoll = (cpuPerMinute: number) => (cpuPerMinute * 1000 / POLLS_PER_MINUTE).toFixed(1);
+/** `min / median / max of N`, of the rounds that ended. */
+function minMedMax(rounds: (number | undefined)[]): string {
+  const done = rounds.filter((r) => r !== undefined).sort((a, b) => a - b);
+  if (done.length === 0) return "no round";
+  const at = (p: number) => percentile(done, p).toFixed(2);
+  return `min / med / max ${at(0)} / ${at(50)} / ${at(100)} s of ${done.length}`;
+}
 /** The worst of rounds, where a round the bench gave up on is worse than any. */
 const worst = (rounds: (number | undefined)[]) =>
   rounds.length === 0 || rounds.includes(undefined) ? undefined : Math.max(...rounds as number[]);
@@ -320,11 +355,13 @@ function daemonVerdicts(d: DaemonFigures): Verdict[] {
     judge("rss", n, mib(d.memory.max.rss)),
     judge("apiRequestsPerMinute", n, d.rest.apiRequestsPerMinute),
     judge("apiLossToActive", n, worst(d.apiLoss.allSeconds)),
+    judge("parentStopToActive", n, worst(d.parentStop.toActiveSeconds)),
     judge("secretToFile", n, worst(d.secretToFileSeconds)),
   ];
   const details = [
     " from the process's start",
-    ` (${d.rest.cpuSeconds.toFixed(2)} s over ${d.rest.seconds.toFixed(0)} s)`,
+    ` (${d.rest.cpuSeconds.toFixed(2)} s over ${d.rest.seconds.toFixed(0)} s; ` +
+    `${perPoll(d.rest.cpuPerMinute)} ms per poll)`,
     ` (anon ${mib(d.memory.max.anon).toFixed(1)}, file ${mib(d.memory.max.file).toFixed(1)}); ` +
     `at rest ${memoryText(d.memory.rest)}`,
     `; kubelet ${d.rest.kubeletRequestsPerMinute.toFixed(1)}/min; connections accepted, API ` +
@@ -335,9 +372,21 @@ function daemonVerdicts(d: DaemonFigures): Verdict[] {
     ` (rounds: ${d.apiLoss.allSeconds.map(seconds).join(", ")}; first manifest ${
       d.apiLoss.firstSeconds.map(seconds).join(", ")
     }; withdrawn after the return ${d.apiLoss.withdrawnSeconds.map(seconds).join(", ")})`,
+    ` (${minMedMax(d.parentStop.toActiveSeconds)}; rounds: ${
+      d.parentStop.toActiveSeconds.map(seconds).join(", ")
+    }; withdrawn after the return ${d.parentStop.withdrawnSeconds.map(seconds).join(", ")})`,
     ` (rounds: ${d.secretToFileSeconds.map(seconds).join(", ")})`,
   ];
   verdicts.forEach((v, i) => console.log(`  ${verdictLine(v, details[i])}`));
+  for (const [what, cpu] of Object.entries(d.outage)) {
+    console.log(
+      `  CPU per minute during an outage, ${
+        what === "allActive" ? "every copy active" : "every parent running"
+      }: ${cpu.cpuPerMinute.toFixed(3)} s (${cpu.cpuSeconds.toFixed(2)} s over ${
+        cpu.seconds.toFixed(0)
+      } s; ${perPoll(cpu.cpuPerMinute)} ms per poll interval; no target)`,
+    );
+  }
   const { setup } = d;
   console.log(
     `  watches' set-up after the first pass: all ${setup.watchesWanted} open after ${
@@ -391,24 +440,37 @@ async function denoBaseline(): Promise<MemorySample> {
 }
 
 const loadBefore = Deno.loadavg();
-console.log(`load average before: ${loadBefore.join(" ")}; ${navigator.hardwareConcurrency} CPUs`);
+const calibrationBefore = await calibrationMs();
+console.log(
+  `load average before: ${loadBefore.join(" ")}; ${navigator.hardwareConcurrency} CPUs; ` +
+    `calibration ${calibrationBefore.toFixed(0)} ms CPU (bench/calibration.ts)`,
+);
 const baseline = await denoBaseline();
 console.log(`a Deno script that only waits (the daemon's flags): ${memoryText(baseline)}`);
 const results = [];
 for (const n of PARENT_COUNTS) results.push(await benchParents(n));
 const loadAfter = Deno.loadavg();
-console.log(`\nload average after: ${loadAfter.join(" ")}`);
+const calibrationAfter = await calibrationMs();
+console.log(
+  `\nload average after: ${loadAfter.join(" ")}; calibration ${calibrationAfter.toFixed(0)} ms CPU`,
+);
 const missed = results.flatMap((r) =>
   r.verdicts.filter((v) => v.missedBy || v.value === undefined)
 );
 console.log(
   missed.length === 0
     ? "every target met"
-    : `${missed.length} of ${results.length * 6} figures missed their target or were not measured`,
+    : `${missed.length} of ${
+      results.reduce((sum, r) => sum + r.verdicts.length, 0)
+    } figures missed their target or were not measured`,
 );
 if (flags.json) {
   await Deno.writeTextFile(
     flags.json,
-    JSON.stringify({ loadBefore, loadAfter, baseline, results }, null, 2),
+    JSON.stringify(
+      { loadBefore, loadAfter, calibrationBefore, calibrationAfter, baseline, results },
+      null,
+      2,
+    ),
   );
 }

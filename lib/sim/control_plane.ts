@@ -68,6 +68,8 @@ function apiAccessVolume(suffix: string) {
 
 interface DaemonPodSpec {
   app: string;
+  /** Default kube-system. */
+  namespace?: string;
   suffix: string;
   nodeName: string;
   command: string[];
@@ -120,7 +122,7 @@ export function daemonSetPod(spec: DaemonPodSpec): Pod {
     metadata: {
       name,
       generateName: `${spec.app}-`,
-      namespace: NS,
+      namespace: spec.namespace ?? NS,
       uid: uid(name),
       resourceVersion: "184467",
       creationTimestamp: "2026-11-02T08:14:33Z",
@@ -283,8 +285,10 @@ export function controlPlane(nodeName: string): ControlPlane {
 /**
  * A node with `count` parents for the benchmarks: each mounts two secrets and one configmap of
  * its own (plus, like every pod, the service-account volume with the shared `kube-root-ca.crt`).
+ * `unrelated` more pods run on the node that are no parents, as on a real node: every other one
+ * in kube-system without the checkpoint annotation, the rest in a namespace of their own.
  */
-export function manyParents(nodeName: string, count: number): ControlPlane {
+export function manyParents(nodeName: string, count: number, unrelated = 0): ControlPlane {
   const pods: Pod[] = [];
   const secrets: SimObject[] = [];
   const configMaps: SimObject[] = [
@@ -331,6 +335,17 @@ export function manyParents(nodeName: string, count: number): ControlPlane {
       name: config,
       data: { "config.yaml": `apiVersion: v1\nkind: Config\nname: ${app}\nlogLevel: 2\n` },
     });
+  }
+  for (let i = 0; i < unrelated; i++) {
+    const app = `workload-${String(i).padStart(4, "0")}`;
+    pods.push(daemonSetPod({
+      app,
+      namespace: i % 2 === 0 ? NS : "monitoring",
+      suffix: (i * 7919 + 1).toString(36).padStart(5, "y"),
+      nodeName,
+      checkpoint: false,
+      command: [`/usr/local/bin/${app}`, "--v=2"],
+    }));
   }
   return { pods, secrets, configMaps, staticManifests: [] };
 }

@@ -22,7 +22,14 @@
  *   starts, and is restarted after its back-off like any other; its pod is never Ready.
  * - The Ready condition is True while every container runs (there are no probes to wait for).
  *
- * Left out: init containers, restart policies other than Always, probes, garbage collection.
+ * - Garbage collection of dead containers and sandboxes (kuberuntime_gc.go), once a
+ *   ContainerGCPeriod (a minute) at the kubelet's defaults (MinAge 0, MaxPerPodContainer 1,
+ *   MaxContainers unlimited): of each (pod, container) the newest dead container is kept and
+ *   older ones removed; every dead container of a pod the kubelet no longer runs is removed once
+ *   all its sources were read (the API server answered since it started); then every sandbox
+ *   that is not ready and holds no container is removed, but for a pod it still runs, its newest.
+ *
+ * Left out: init containers, restart policies other than Always, probes, image GC.
  */
 import { asArray, isObject, type Json } from "../core/json.ts";
 import { type Pod, podId } from "../core/pod.ts";
@@ -39,6 +46,9 @@ export interface KubeletTimings {
   restartBackoffMs: number;
   maxRestartBackoffMs: number;
 }
+
+/** The kubelet's ContainerGCPeriod. */
+export const CONTAINER_GC_PERIOD_MS = 60_000;
 
 export const KUBELET_TIMINGS: KubeletTimings = {
   servicesReadAfterMs: 0,
@@ -181,6 +191,10 @@ export class KubeletModel {
   readonly #backoff = new Map<string, Backoff>();
   #apiPods: Pod[] = [];
   #servicesReadAt: Instant | undefined;
+  /** The API server answered since the kubelet started: its pods are known (allSourcesReady). */
+  #sourcesReady = false;
+  /** When the next garbage collection is due; the first a period after the first sync. */
+  #collectAt: Instant | undefined;
 
   readonly #crashes: Crashes;
   readonly #nodeLabels: Readonly<Record<string, string>>;
@@ -204,12 +218,27 @@ export class KubeletModel {
     this.#backoff.clear();
     this.#apiPods = [];
     this.#servicesReadAt = undefined;
+    this.#sourcesReady = false;
+  }
+
+  /**
+   * The kubelet forgets a pod from the API server and kills it (its sandbox stops, its
+   * containers exit), as one restarted while the API server is away kills the pods it no longer
+   * knows; it runs the pod again once the API server lists it again.
+   */
+  forget(uid: string, now: Instant): void {
+    this.#apiPods = this.#apiPods.filter((pod) => uidOf(pod) !== uid);
+    const managed = this.#pods.get(uid);
+    if (!managed) return;
+    this.#pods.delete(uid);
+    this.#kill(managed.pod, now);
   }
 
   /** One round of the kubelet at `now`: its sources read, every pod that is due synced. */
   sync(now: Instant, sources: PodSources): void {
     if (sources.api) {
       this.#apiPods = sources.api;
+      this.#sourcesReady = true;
       this.#servicesReadAt ??= now + millisToDuration(this.#timings.servicesReadAfterMs);
     } else if (this.#servicesReadAt !== undefined && this.#servicesReadAt > now) {
       // The list of services broke off with the API server: it starts again when it is back.
@@ -234,6 +263,39 @@ export class KubeletModel {
       if (managed.terminal || (managed.retryAt !== undefined && managed.retryAt > now)) continue;
       this.#syncPod(managed, now);
     }
+    this.#collectAt ??= now + millisToDuration(CONTAINER_GC_PERIOD_MS);
+    if (now >= this.#collectAt) {
+      this.#collectGarbage();
+      this.#collectAt = now + millisToDuration(CONTAINER_GC_PERIOD_MS);
+    }
+  }
+
+  /** The container GC, as the top of this file says. */
+  #collectGarbage() {
+    const newestDead = new Map<string, ContainerRecord>();
+    for (const sandbox of this.#sandboxes) {
+      for (const container of sandbox.containers) {
+        if (container.state !== "exited") continue;
+        const key = `${uidOf(sandbox.pod)}/${container.name}`;
+        const newest = newestDead.get(key);
+        if (!newest || container.finishedAt! >= newest.finishedAt!) newestDead.set(key, container);
+      }
+    }
+    const runs = (sandbox: Sandbox) => this.#pods.has(uidOf(sandbox.pod));
+    for (const sandbox of this.#sandboxes) {
+      const removesAll = this.#sourcesReady && !runs(sandbox);
+      sandbox.containers = sandbox.containers.filter((c) =>
+        c.state !== "exited" ||
+        (!removesAll && newestDead.get(`${uidOf(sandbox.pod)}/${c.name}`) === c)
+      );
+    }
+    const newestSandbox = new Map<string, Sandbox>();
+    for (const sandbox of this.#sandboxes) newestSandbox.set(uidOf(sandbox.pod), sandbox);
+    const kept = this.#sandboxes.filter((sandbox) =>
+      sandbox.ready || sandbox.containers.length > 0 ||
+      (runs(sandbox) && newestSandbox.get(uidOf(sandbox.pod)) === sandbox)
+    );
+    this.#sandboxes.splice(0, this.#sandboxes.length, ...kept);
   }
 
   #admit(pod: Pod, source: ManagedPod["source"], now: Instant) {

@@ -288,6 +288,11 @@ export class SimNode {
   /** Power cut or crash: every pod stops, and the API server with them; the node boots. */
   async loseControlPlane(how: ApiOutage = "down") {
     this.#model.powerCut(this.clock.now());
+    await this.loseApiServer(how);
+  }
+
+  /** The API server alone is gone (its process, or etcd); every pod on the node runs on. */
+  async loseApiServer(how: ApiOutage = "down") {
     this.#api = how;
     // The port closes and every connection is cut at once; the server's own teardown (a
     // second or more with thousands of watches) is waited for only once the runtime and the
@@ -315,8 +320,7 @@ export class SimNode {
    * the old pod and starts the new one. Returns the new pod.
    */
   async updateParent(id: string, change: (pod: Pod) => Pod): Promise<Pod> {
-    const old = this.#parents.get(id);
-    if (!old) throw new Error(`no parent ${id}`);
+    const old = this.#parentOf(id);
     const changed = change(structuredClone(old));
     const uid = `${uidOf(old).slice(0, 24)}${String(++this.#rollouts).padStart(12, "0")}`;
     const pod: Pod = { ...changed, metadata: { ...changed.metadata, uid } };
@@ -333,8 +337,7 @@ export class SimNode {
    * new one. Returns the new pod.
    */
   async replaceParent(id: string, change: (pod: Pod) => Pod): Promise<Pod> {
-    const old = this.#parents.get(id);
-    if (!old) throw new Error(`no parent ${id}`);
+    const old = this.#parentOf(id);
     const changed = change(structuredClone(old));
     const rollout = String(++this.#rollouts);
     const { generateName } = old.metadata;
@@ -352,6 +355,22 @@ export class SimNode {
   /** From now on, a container of this image exits as soon as it starts (a broken image). */
   breakImage(image: string) {
     this.#brokenImages.add(image);
+  }
+
+  /**
+   * A parent's pod stops while the API server is away: the kubelet kills it (its sandbox stops,
+   * its containers exit) and runs it again only once the API server lists it again
+   * (KubeletModel.forget).
+   */
+  async stopParent(id: string) {
+    this.#model.forget(uidOf(this.#parentOf(id)), this.clock.now());
+    await this.sync();
+  }
+
+  #parentOf(id: string): Pod {
+    const pod = this.#parents.get(id);
+    if (!pod) throw new Error(`no parent ${id}`);
+    return pod;
   }
 
   /** `kubectl delete pod`: gone from the API server and stopped by the kubelet. */

@@ -7,10 +7,10 @@ import { judge, targetFor, verdictLine } from "../../bench/targets.ts";
 
 Deno.test("a figure is held to the target of the smallest tier with as many parents, none beyond", () => {
   assertEquals([3, 10, 11, 100, 101, 1000].map((n) => targetFor("rss", n)), [
-    64,
-    64,
-    80,
-    80,
+    82,
+    82,
+    115,
+    115,
     120,
     120,
   ]);
@@ -20,15 +20,20 @@ Deno.test("a figure is held to the target of the smallest tier with as many pare
 Deno.test("a missed target says by how much; a met one says so; an unmeasured figure is n/a", () => {
   assertEquals(
     verdictLine(judge("cpuPerMinute", 10, 0.48), " (detail)"),
-    "CPU per minute at rest: 0.480 s (detail) (target ≤ 0.320 s: MISSED by 0.160 s (1.5×))",
+    "CPU per minute at rest: 0.480 s (detail) (target ≤ 0.160 s: MISSED by 0.320 s (3.0×))",
   );
   assertEquals(
-    verdictLine(judge("rss", 100, 79.5)),
-    "RSS of the daemon, max: 79.5 MiB (target ≤ 80.0 MiB: met)",
+    verdictLine(judge("rss", 100, 114.5)),
+    "RSS of the daemon, max: 114.5 MiB (target ≤ 115.0 MiB: met)",
   );
   assertEquals(
     verdictLine(judge("apiRequestsPerMinute", 10, undefined)),
-    "API requests per minute at rest: n/a (target ≤ 2.000/min)",
+    "API requests per minute at rest: n/a (target ≤ 0.000/min)",
+  );
+  // A target of 0 missed: by how much, with no ratio.
+  assertEquals(
+    verdictLine(judge("apiRequestsPerMinute", 100, 3)),
+    "API requests per minute at rest: 3.000/min (target ≤ 0.000/min: MISSED by 3.000/min)",
   );
   assertEquals(judge("firstPass", 2000, 40).missedBy, undefined);
 });

@@ -290,3 +290,26 @@ Deno.test("sim API server refuses watches on request, and counts them apart", as
     assertEquals(server.requestsByVerb(), { list: 1, get: 0, watch: 2, other: 0 });
   });
 });
+
+Deno.test("sim API server watches: a BOOKMARK every bookmarkIntervalMs to a watch that allowed them, none to one that did not", async () => {
+  const cluster = await simCluster();
+  await using(startSimApiServer(cluster.ca, { bookmarkIntervalMs: 100 }), async (server) => {
+    server.setSecret("kube-system", "s", { key: "one" });
+    const from = server.revision();
+    const path = (bookmarks: boolean) =>
+      `/api/v1/namespaces/kube-system/secrets?watch=true&resourceVersion=${from}` +
+      `&timeoutSeconds=1${bookmarks ? "&allowWatchBookmarks=true" : ""}`;
+    const [allowed, not] = await Promise.all([
+      watchLines(server, cluster, path(true)),
+      watchLines(server, cluster, path(false)),
+    ]);
+    // The periodic ones within the second, and the last one at the timeout.
+    const types = allowed.events.map((e) => e.type);
+    assertEquals(types.length > 2 && types.every((t) => t === "BOOKMARK"), true, String(types));
+    assertEquals(
+      new Set(allowed.events.map((e) => [e.object.kind, e.object.metadata.resourceVersion].join())),
+      new Set([`Secret,${from}`]),
+    );
+    assertEquals(not.events, []);
+  });
+});

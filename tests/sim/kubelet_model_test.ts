@@ -1,7 +1,8 @@
 /**
  * The simulated kubelet's pod lifecycle on a clock the test moves: admission (NodeAffinity,
  * NodePorts), the
- * wait for services, port-in-use exits with the restart back-off, kills and power cuts.
+ * wait for services, port-in-use exits with the restart back-off, kills and power cuts, and the
+ * garbage collection of dead containers and sandboxes.
  */
 import { deepStrictEqual as assertEquals } from "node:assert/strict";
 import type { Pod } from "../../lib/core/pod.ts";
@@ -258,4 +259,69 @@ Deno.test("a program that exits as it starts crash-loops and its pod is never Re
   assertEquals(k.starts("kube-apiserver", start), [0, 1, 12, 33]);
   assertEquals(k.status("kube-apiserver")?.conditions, [{ type: "Ready", status: "False" }]);
   assertEquals(k.status("kube-apiserver")?.phase, "Running");
+});
+
+/** Each sandbox in the runtime: name, attempt, ready, and its containers' states. */
+function runtimeRows(k: Kubelet) {
+  return k.model.runtimePods().map((p) => [
+    p.name,
+    p.attempt,
+    p.ready,
+    p.containers!.map((c) => `${c.state}#${c.attempt}`),
+  ]);
+}
+
+Deno.test("garbage collection, once a minute: of a crash-looping container only the newest dead one stays", () => {
+  const k = new Kubelet();
+  k.sync({ api: [pod("kube-system/kube-apiserver", { image: BROKEN_IMAGE })] });
+  k.wait(59);
+  const dead = ["exited#0", "exited#1", "exited#2", "exited#3"];
+  assertEquals(runtimeRows(k), [["kube-apiserver", 0, true, dead]]);
+  k.wait(1);
+  assertEquals(runtimeRows(k), [["kube-apiserver", 0, true, ["exited#3"]]]);
+});
+
+Deno.test("garbage collection: a pod no longer run loses its containers and sandboxes once the API server answered; a pod run keeps its newest dead container and sandbox", () => {
+  const k = new Kubelet();
+  const scheduler = pod("kube-system/scheduler", { image: "scheduler" });
+  k.sync({ files: [COPY], api: [scheduler] });
+  k.sync({ files: [] });
+  k.model.powerCut(k.clock.now());
+  k.sync({ api: undefined });
+  k.wait(60);
+  // Without the API server the kubelet does not know which pods are gone: it removes nothing.
+  assertEquals(runtimeRows(k), [
+    ["kube-apiserver-cp-1", 0, false, ["exited#0"]],
+    ["scheduler", 0, false, ["exited#0"]],
+  ]);
+  k.sync({ api: [scheduler] });
+  k.wait(60);
+  assertEquals(runtimeRows(k), [
+    ["scheduler", 0, false, ["exited#0"]],
+    ["scheduler", 1, true, ["running#0"]],
+  ]);
+  k.model.powerCut(k.clock.now());
+  k.sync({ api: [scheduler] });
+  k.wait(59);
+  assertEquals(runtimeRows(k).length, 3);
+  k.wait(1);
+  assertEquals(runtimeRows(k), [
+    ["scheduler", 1, false, ["exited#0"]],
+    ["scheduler", 2, true, ["running#0"]],
+  ]);
+});
+
+Deno.test("a pod the kubelet forgets while the API server is away stays stopped until the API server lists it again", () => {
+  const k = new Kubelet();
+  const scheduler = pod("kube-system/scheduler", { image: "scheduler" });
+  k.sync({ api: [scheduler] });
+  k.sync({ api: undefined });
+  k.model.forget("uid-scheduler", k.clock.now());
+  k.wait(30);
+  assertEquals(runtimeRows(k), [["scheduler", 0, false, ["exited#0"]]]);
+  k.sync({ api: [scheduler] });
+  assertEquals(runtimeRows(k), [
+    ["scheduler", 0, false, ["exited#0"]],
+    ["scheduler", 1, true, ["running#0"]],
+  ]);
 });
