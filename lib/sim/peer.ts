@@ -1,17 +1,25 @@
 /**
- * What the simulated API server and kubelet share: a real node:http(s) server on loopback that
+ * What the simulated API server and kubelet share: a real HTTP(S) server on loopback that
  * authenticates like the real ones, logs what it was asked, and can be made to fail the way they
  * do during an outage — error statuses, a request that is never answered, or a closed port.
  *
  * Authentication follows the Go servers (tls.VerifyClientCertIfGiven): a client certificate is
  * requested; one that the client CA did not sign ends the handshake; without one, a request
  * needs an accepted bearer token, or it is answered 401.
+ *
+ * Two halves, because neither of Deno's servers does it all. node:tls (or node:net, for plain
+ * HTTP) accepts the connections: it can ask for a client certificate, which Deno.serve cannot,
+ * and it picks the protocol by ALPN. Each connection, decrypted, is then piped to a Deno.serve
+ * (hyper) server on another loopback port, which speaks HTTP/1.1 and HTTP/2 with prior knowledge
+ * there. Not node:http2: in Deno 2.9 a GOAWAY on one of its sessions can abort or segfault the
+ * whole process (denoland/deno#36788), and every test file runs in one process; with it,
+ * tests/sim/peer_drop_probe.ts died in every run, with this it survives. The outer connection is
+ * found again from the inner one's port, which is where the client's identity and the means to
+ * drop the connection are kept. One difference from the Go servers: an idle connection stays
+ * open until the client closes it, not 90 s.
  */
-import http from "node:http";
-import http2 from "node:http2";
-import https from "node:https";
-import type { Socket } from "node:net";
-import type { TLSSocket } from "node:tls";
+import net from "node:net";
+import tls from "node:tls";
 import { jsonText } from "../util/json_text.ts";
 
 /**
@@ -75,6 +83,8 @@ export interface RecordedRequest {
   authenticatedAs?: string;
   /** The bearer token the request carried, accepted or not. */
   bearerToken?: string;
+  /** What the connection speaks: "h2" or "http/1.1". */
+  protocol: string;
 }
 
 export interface PeerTls {
@@ -121,21 +131,29 @@ export interface SimPeer extends PeerControl {
   close(): Promise<void>;
 }
 
-/** The start of a watch event, where a "truncated" fault cuts a stream. */
-const CUT_EVENT = '{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"na';
+/** The first event of a watch a "truncated" fault cuts halfway. */
+const CUT_EVENT = { type: "ADDED", object: { kind: "Pod", apiVersion: "v1", metadata: {} } };
+
+const encoder = new TextEncoder();
+
+/** An accepted connection, as the requests piped in over it find it. */
+interface Connection {
+  /** `cert:<CN>` when the client presented a certificate the client CA signed. */
+  certificate?: string;
+  protocol: string;
+  /** Drops it, as a server that dies does. */
+  drop(): void;
+  /** Resolves once it is closed, whichever side closed it. */
+  closed: Promise<void>;
+}
 
 /** Chunked, as Go's server sends a watch: no Content-Length, each value flushed as written. */
 function sendStream(
-  res: http.ServerResponse,
   response: PeerResponse & { stream: (out: PeerStream) => void },
-  cutHalfway: boolean,
-): void {
-  res.writeHead(response.status, { "content-type": "application/json" });
-  res.flushHeaders();
-  if (cutHalfway) {
-    res.write(CUT_EVENT, () => res.socket?.destroy());
-    return;
-  }
+  connection: Connection | undefined,
+  headers: Headers,
+): Response {
+  headers.set("content-type", "application/json");
   let over = false;
   const listeners: (() => void)[] = [];
   const closed = () => {
@@ -143,60 +161,87 @@ function sendStream(
     over = true;
     for (const listener of listeners) listener();
   };
-  res.on("close", closed);
-  response.stream({
-    write: (value) => {
-      if (!over) res.write(`${jsonText(value)}\n`);
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      response.stream({
+        write: (value) => {
+          if (!over) controller.enqueue(encoder.encode(`${jsonText(value)}\n`));
+        },
+        end: () => {
+          if (!over) controller.close();
+          closed();
+        },
+        drop: () => {
+          connection?.drop();
+          closed();
+        },
+        onClose: (listener) => listeners.push(listener),
+      });
     },
-    end: () => {
-      if (!over) res.end();
-      closed();
-    },
-    drop: () => {
-      res.socket?.destroy();
-      closed();
-    },
-    onClose: (listener) => listeners.push(listener),
+    // The client went away, or its connection was dropped.
+    cancel: closed,
   });
+  return new Response(body, { status: response.status, headers });
 }
 
-/** `cutHalfway`: send half the body, then close the connection. */
+/** `cutHalfway`: send half the body (of a watch: of its first event), then end it. */
 function send(
-  res: http.ServerResponse,
   response: PeerResponse,
+  connection: Connection | undefined,
+  headers: Headers,
   options: { contentType?: string; cutHalfway?: boolean } = {},
-): void {
-  if (response.stream) {
-    return sendStream(res, { ...response, stream: response.stream }, options.cutHalfway ?? false);
+): Response {
+  if (response.stream && !options.cutHalfway) {
+    return sendStream({ ...response, stream: response.stream }, connection, headers);
   }
   const text = typeof response.body === "string";
-  const payload = new TextEncoder().encode(
-    text ? response.body as string : jsonText(response.body),
+  const payload = encoder.encode(
+    response.stream
+      ? `${jsonText(CUT_EVENT)}\n`
+      : text
+      ? response.body as string
+      : jsonText(response.body),
   );
-  res.writeHead(response.status, {
-    "content-type": options.contentType ??
-      (text ? "text/plain; charset=utf-8" : "application/json"),
-    "content-length": payload.length,
+  headers.set(
+    "content-type",
+    options.contentType ?? (text ? "text/plain; charset=utf-8" : "application/json"),
+  );
+  if (options.cutHalfway) return cut(payload, response.status, headers);
+  headers.set("content-length", String(payload.length));
+  return new Response(payload, { status: response.status, headers });
+}
+
+/**
+ * The first half of `payload`, its Content-Length promising the whole: hyper sends what there
+ * is, then ends the connection (HTTP/1.1) or resets the stream (HTTP/2) without the rest.
+ */
+function cut(payload: Uint8Array, status: number, headers: Headers): Response {
+  headers.set("content-length", String(payload.length));
+  const half = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(payload.subarray(0, Math.floor(payload.length / 2)));
+      controller.close();
+    },
   });
-  if (!options.cutHalfway) return void res.end(payload);
-  res.write(payload.subarray(0, Math.floor(payload.length / 2)), () => res.socket?.destroy());
+  return new Response(half, { status, headers });
 }
 
 /** The 200 answers of the faults that answer with what is not the answer. */
 function answerFault(
-  res: http.ServerResponse,
   fault: "html" | "truncated" | "wrong-kind",
   real: PeerResponse,
-): void {
+  connection: Connection | undefined,
+  headers: Headers,
+): Response {
   switch (fault) {
     case "html":
-      return send(res, { status: 200, body: LOAD_BALANCER_PAGE }, {
+      return send({ status: 200, body: LOAD_BALANCER_PAGE }, connection, headers, {
         contentType: "text/html; charset=utf-8",
       });
     case "wrong-kind":
-      return send(res, { status: 200, body: WRONG_KIND_BODY });
+      return send({ status: 200, body: WRONG_KIND_BODY }, connection, headers);
     case "truncated":
-      return send(res, real, { cutHalfway: true });
+      return send(real, connection, headers, { cutHalfway: true });
   }
 }
 
@@ -209,98 +254,146 @@ function decodeSegment(segment: string): string {
   }
 }
 
-function hasPeerCertificate(socket: TLSSocket): boolean {
+function hasPeerCertificate(socket: tls.TLSSocket): boolean {
   return Object.keys(socket.getPeerCertificate() ?? {}).length > 0;
+}
+
+/** Path and query of a request's URL, as sent (Deno.serve puts scheme and authority before). */
+function targetOf(url: string): string {
+  const path = url.indexOf("/", url.indexOf("//") + 2);
+  return path < 0 ? "/" : url.slice(path);
 }
 
 export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
   const host = options.host ?? "127.0.0.1";
   const requests: RecordedRequest[] = [];
-  const sockets = new Set<Socket>();
+  /** Every accepted socket, until it closes; with TLS, before its handshake too. */
+  const sockets = new Set<net.Socket>();
+  /** The connections piped to the inner server, by the inner connection's local port. */
+  const piped = new Map<number, Connection>();
   let accepted = 0;
   let tokens = new Set<string>();
   let fault: PeerFault = "none";
   let clockSkewMs = 0;
   let port = 0;
-  let server: http.Server | undefined;
+  let server: net.Server | undefined;
 
-  function authenticate(req: http.IncomingMessage): string | undefined {
+  function authenticate(req: Request, connection: Connection | undefined): string | undefined {
     if (!options.tls) return undefined;
-    const socket = req.socket as TLSSocket;
-    if (socket.authorized) return `cert:${socket.getPeerCertificate().subject?.CN ?? ""}`;
-    const header = req.headers.authorization ?? "";
+    if (connection?.certificate !== undefined) return connection.certificate;
+    const header = req.headers.get("authorization") ?? "";
     const token = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";
     return tokens.has(token) ? `token:${token}` : undefined;
   }
 
-  function onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const url = new URL(req.url ?? "/", "http://sim");
+  function onRequest(
+    req: Request,
+    info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+  ): Promise<Response> | Response {
+    const connection = piped.get(info.remoteAddr.port);
+    const target = targetOf(req.url);
+    const url = new URL(target, "http://sim");
     const request: PeerRequest = {
-      method: req.method ?? "",
+      method: req.method,
       path: url.pathname,
       segments: url.pathname.split("/").filter((s) => s !== "").map(decodeSegment),
       query: url.searchParams,
     };
-    const authenticatedAs = authenticate(req);
-    const bearer = /^Bearer (.*)$/.exec(req.headers.authorization ?? "")?.[1];
+    const authenticatedAs = authenticate(req, connection);
+    const bearer = /^Bearer (.*)$/.exec(req.headers.get("authorization") ?? "")?.[1];
     requests.push({
-      method: req.method ?? "",
-      target: req.url ?? "",
+      method: req.method,
+      target,
       ...(authenticatedAs !== undefined ? { authenticatedAs } : {}),
       ...(bearer !== undefined ? { bearerToken: bearer } : {}),
+      protocol: connection?.protocol ?? "http/1.1",
     });
-    if (fault === "hang") return;
-    // Otherwise node:http sends the date of the machine's own clock.
-    if (clockSkewMs !== 0) res.setHeader("date", new Date(Date.now() + clockSkewMs).toUTCString());
+    // Never answered: the handler returns once its connection is gone, so that the server can
+    // shut down.
+    if (fault === "hang") {
+      return (connection?.closed ?? Promise.resolve()).then(() => new Response(null));
+    }
+    const headers = new Headers();
+    // Otherwise hyper sends the date of the machine's own clock.
+    if (clockSkewMs !== 0) headers.set("date", new Date(Date.now() + clockSkewMs).toUTCString());
     if (fault === "server-error" || fault === "unauthorized" || fault === "forbidden") {
-      return send(res, options.failure(fault, request));
+      return send(options.failure(fault, request), connection, headers);
     }
     if (options.tls && authenticatedAs === undefined) {
-      return send(res, options.failure("unauthorized", request));
+      return send(options.failure("unauthorized", request), connection, headers);
     }
-    if (fault === "none") return send(res, options.handle(request));
-    answerFault(res, fault, options.handle(request));
+    if (fault === "none") return send(options.handle(request), connection, headers);
+    return answerFault(fault, options.handle(request), connection, headers);
   }
 
-  function createServer(): http.Server {
-    const tls = options.tls && {
+  // Lives as long as the peer: stopping and resuming only closes and opens the outer port.
+  const inner = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, onRequest);
+
+  /** Pipes an accepted (and, with TLS, decrypted) connection to the inner server. */
+  function pipe(outer: net.Socket, certificate: string | undefined, protocol: string): void {
+    outer.pause();
+    const link = net.connect(inner.addr.port, "127.0.0.1");
+    let close = () => {};
+    const connection: Connection = {
+      ...(certificate !== undefined ? { certificate } : {}),
+      protocol,
+      drop: () => {
+        outer.destroy();
+        link.destroy();
+      },
+      closed: new Promise<void>((resolve) => close = resolve),
+    };
+    link.on("connect", () => {
+      piped.set(link.localPort!, connection);
+      outer.pipe(link);
+      link.pipe(outer);
+      outer.resume();
+    });
+    outer.on("close", () => link.destroy());
+    link.on("close", () => {
+      piped.delete(link.localPort!);
+      // What hyper wrote before it closed is still on its way out: ended, not destroyed.
+      outer.end();
+      close();
+    });
+    // A connection reset is how a client or hyper ends one; either way it is closed.
+    outer.on("error", () => link.destroy());
+    link.on("error", () => outer.destroy());
+  }
+
+  function createServer(): net.Server {
+    if (!options.tls) {
+      return net.createServer((socket) => pipe(socket, undefined, "http/1.1"));
+    }
+    const created = tls.createServer({
       cert: options.tls.certPem,
       key: options.tls.keyPem,
       ca: options.tls.clientCaPem,
       requestCert: true,
       rejectUnauthorized: false,
-    };
-    // HTTP/2 where the client offers it (ALPN), HTTP/1.1 otherwise, as Go's servers do.
-    const created = tls && options.http2
-      ? http2.createSecureServer(
-        { ...tls, allowHTTP1: true },
-        onRequest as unknown as Parameters<typeof http2.createSecureServer>[1],
-      ) as unknown as http.Server
-      : tls
-      ? https.createServer(tls, onRequest)
-      : http.createServer(onRequest);
-    created.on("connection", (socket: Socket) => {
-      accepted++;
-      sockets.add(socket);
-      socket.on("close", () => sockets.delete(socket));
+      // HTTP/2 where the client offers it, HTTP/1.1 otherwise, as Go's servers do.
+      ...(options.http2 ? { ALPNProtocols: ["h2", "http/1.1"] } : {}),
     });
-    created.on("secureConnection", (socket: TLSSocket) => {
-      if (!socket.authorized && hasPeerCertificate(socket)) socket.destroy();
+    created.on("secureConnection", (socket: tls.TLSSocket) => {
+      if (!socket.authorized && hasPeerCertificate(socket)) return void socket.destroy();
+      const certificate = socket.authorized
+        ? `cert:${socket.getPeerCertificate().subject?.CN ?? ""}`
+        : undefined;
+      pipe(socket, certificate, socket.alpnProtocol || "http/1.1");
     });
     // A client that gives up mid-handshake is its business, not the simulation's.
     created.on("tlsClientError", () => {});
-    created.on("clientError", (_e, socket) => socket.destroy());
-    // So is an HTTP/2 client that resets its streams or drops the connection as it exits.
-    created.on("session", (session: http2.Http2Session) => session.on("error", () => {}));
-    created.on("stream", (stream: http2.Http2Stream) => stream.on("error", () => {}));
     return created;
   }
 
   async function listen(): Promise<void> {
     const created = createServer();
-    // An idle connection stays open as long as the kubelet's and the API server's own servers
-    // keep one (Go's http.Server with IdleTimeout 90 s), not node:http's 5 s.
-    created.keepAliveTimeout = 90_000;
+    created.on("connection", (socket: net.Socket) => {
+      accepted++;
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      socket.on("error", () => socket.destroy());
+    });
     await new Promise<void>((resolve, reject) => {
       created.once("error", reject);
       created.listen(port, host, () => {
@@ -308,7 +401,7 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
         resolve();
       });
     });
-    port = (created.address() as { port: number }).port;
+    port = (created.address() as net.AddressInfo).port;
     server = created;
   }
 
@@ -318,6 +411,7 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
     server = undefined;
     const closed = new Promise<void>((resolve) => closing.close(() => resolve()));
     for (const socket of sockets) socket.destroy();
+    for (const connection of piped.values()) connection.drop();
     await closed;
   }
 
@@ -344,6 +438,9 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
     requestCount: (path) =>
       requests.filter((r) => new URL(r.target, "http://sim").pathname === path).length,
     connections: () => ({ accepted, open: sockets.size }),
-    close: stopListening,
+    close: async () => {
+      await stopListening();
+      await inner.shutdown();
+    },
   };
 }

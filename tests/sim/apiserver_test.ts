@@ -173,7 +173,11 @@ Deno.test("sim API server without a client certificate answers 401", async () =>
   await using(startSimApiServer(cluster.ca), async (server) => {
     const answer = await rawGet(`${server.url}/api/v1/pods`, { caPem: cluster.ca.certPem });
     assertEquals([answer.status, JSON.parse(answer.body).reason], [401, "Unauthorized"]);
-    assertEquals(server.requests, [{ method: "GET", target: "/api/v1/pods" }]);
+    assertEquals(server.requests, [{
+      method: "GET",
+      target: "/api/v1/pods",
+      protocol: "http/1.1",
+    }]);
   });
 });
 

@@ -2,8 +2,7 @@
  * The unary gRPC transport against raw HTTP/2 servers on real unix sockets: what it sends, how
  * it reads every shape of answer a server can give, and that a GOAWAY never takes it down.
  */
-import { deepStrictEqual as assertEquals, ok as assert } from "node:assert/strict";
-import { fileURLToPath } from "node:url";
+import { deepStrictEqual as assertEquals } from "node:assert/strict";
 import {
   frame as grpcFrame,
   GrpcStatus,
@@ -17,6 +16,7 @@ import {
   type UnaryHandler,
   untilClosed,
 } from "../../lib/sim/h2c_server.ts";
+import { assertSurvives } from "../helpers/survival_probe.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
 
 const PATH = "/runtime.v1.RuntimeService/Version";
@@ -165,18 +165,7 @@ Deno.test("no socket is unavailable; a server that never answers is a deadline e
 
 Deno.test("a runtime that keeps restarting, closing connections with a GOAWAY, never takes the process down", async () => {
   // Its own process, so that a crash is this test's failure and not the end of the test run.
-  await withTempDir(async (dir) => {
-    const probe = fileURLToPath(new URL("./goaway_probe.ts", import.meta.url));
-    const config = fileURLToPath(new URL("../../deno.json", import.meta.url));
-    const { code, signal, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-all", "--config", config, probe, dir, "300"],
-      stdin: "null",
-    }).output();
-    const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes).trim();
-    assert(
-      code === 0,
-      `the probe died (exit ${code}, signal ${signal}):\n${text(stderr).slice(-2_000)}`,
-    );
-    assertEquals(text(stdout), "survived 300");
-  });
+  await withTempDir((dir) =>
+    assertSurvives(new URL("./goaway_probe.ts", import.meta.url), [dir, "300"], "300")
+  );
 });
