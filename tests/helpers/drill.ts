@@ -92,9 +92,11 @@ function sandboxCounts(runtime: RuntimeClient, endpoint: string): RuntimeClient 
       for (const { id, labels } of items) {
         const [namespace, name, uid] = [POD_NAMESPACE_LABEL, POD_NAME_LABEL, POD_UID_LABEL]
           .map((label) => labels[label]);
-        const pod = pods.find((p) => p.namespace === namespace && p.name === name);
-        if (pod) pod.sandboxIds = [...new Set([...pod.sandboxIds, id])];
-        else {pods.push({
+        // The client's answer is frozen (it is kept to tell the next poll's answer unchanged).
+        const at = pods.findIndex((p) => p.namespace === namespace && p.name === name);
+        if (at >= 0) {
+          pods[at] = { ...pods[at], sandboxIds: [...new Set([...pods[at].sandboxIds, id])] };
+        } else {pods.push({
             namespace,
             name,
             uid,
