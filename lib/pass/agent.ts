@@ -144,7 +144,7 @@ export class Agent {
     this.#opts = opts;
     this.#observer = new Observer(config, sources, clock);
     this.#failures = new SourceFailureLog(log, clock);
-    this.#writes = new Writes(log, opts.onApplied);
+    this.#writes = new Writes(log, clock, opts.onApplied);
     this.#dirs = new ManifestDirChecks(config, log, clock);
     this.#names = new ManifestNamer(log);
     this.#checkpoints = new CheckpointWriter({
@@ -233,6 +233,7 @@ export class Agent {
     this.#sayOutside(planned.result);
     const checkpoints = await this.#apply(planned, opts.cut);
     const records = await this.#persist(stores, planned, opts.cut);
+    this.#writes.passEnded(checkpoints + records > 0);
     this.#judgeStarts(stores, planned);
     if (checkpoints + records > 0) {
       planned.report.leftToNextPass = { checkpoints, records };

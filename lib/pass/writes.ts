@@ -3,9 +3,11 @@
  * an error of the pass report, never a throw, so one checkpoint that cannot be written stops no
  * other.
  */
+import type { Clock } from "../core/time.ts";
 import { mapConcurrent } from "../util/map_concurrent.ts";
 import type { Logger } from "../util/log.ts";
 import { permissionOfError } from "../util/permission.ts";
+import { ProblemLog } from "./problem_log.ts";
 import type { AppliedAction, PassError, PassReport, WriteOp } from "./report.ts";
 
 /** What working on one checkpoint adds to the pass report. */
@@ -20,11 +22,18 @@ export type Outcome = Pick<PassReport, "applied" | "errors">;
 const CHECKPOINTS_IN_FLIGHT = 8;
 
 export class Writes {
+  /** A write that fails is said once, not at every pass that tries it again (a full disk). */
+  readonly #failing: ProblemLog;
+  #failedThisPass = new Set<string>();
+
   constructor(
-    private readonly log: Logger,
+    log: Logger,
+    clock: Clock,
     /** Told of each action as soon as it is done (AgentOptions.onApplied). */
     private readonly onApplied?: (action: AppliedAction) => void,
-  ) {}
+  ) {
+    this.#failing = new ProblemLog(log, clock, "write succeeds again");
+  }
 
   applied(report: Outcome, action: AppliedAction) {
     report.applied.push(action);
@@ -37,10 +46,27 @@ export class Writes {
     } catch (e) {
       const error: PassError = { op, id, message: (e as Error).message };
       report.errors.push(error);
-      // A permission the agent runs without: the flag that grants it, for whoever reads this.
-      const missing = permissionOfError(e);
-      this.log.error("write failed", { ...error, ...missing });
+      const key = `${op}/${id}`;
+      this.#failedThisPass.add(key);
+      this.#failing.there(key, {
+        level: "error",
+        msg: "write failed",
+        about: { op, id },
+        // A permission the agent runs without: the flag that grants it, for whoever reads this.
+        fields: { message: error.message, ...permissionOfError(e) },
+        // The same way of failing, whatever temp file's name the message carries.
+        what: (e as { code?: string }).code ?? (e as Error).name,
+      });
     }
+  }
+
+  /**
+   * A pass has ended: a write that failed before and not in it succeeded, or is no longer
+   * needed. A pass cut short left writes untried, and settles nothing.
+   */
+  passEnded(cut: boolean) {
+    if (!cut) this.#failing.settle(this.#failedThisPass);
+    this.#failedThisPass = new Set();
   }
 
   /**

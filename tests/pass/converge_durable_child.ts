@@ -7,6 +7,7 @@
 import { manifestFileName } from "../../lib/core/checkpoint_layout.ts";
 import type { PassResult } from "../../lib/core/pass.ts";
 import type { CheckpointState } from "../../lib/core/state.ts";
+import { systemClock } from "../../lib/core/time.ts";
 import { writeInactiveManifest } from "../../lib/disk/manifests.ts";
 import { converge, withdraw } from "../../lib/pass/converge.ts";
 import type { Observation } from "../../lib/pass/observe.ts";
@@ -41,7 +42,11 @@ const result: PassResult = {
 // What converge reads of an observation: the static-pod dir held none of them.
 const obs = { manifestFiles: { active: new Map(), inactive: new Map() } } as unknown as Observation;
 const report: PassReport = plannedReport(0n, [], result);
-const writes = new Writes(silentLogger, (action) => say(`applied ${action.op} ${action.id}`));
+const writes = new Writes(
+  silentLogger,
+  systemClock,
+  (action) => say(`applied ${action.op} ${action.id}`),
+);
 say("converge");
 await converge(paths, writes, result, obs, { names, clashes: [], blocked: [] }, report);
 say(`done ${JSON.stringify(report.errors)}`);
