@@ -433,7 +433,7 @@ export class Agent {
     { obs, result, report }: Planned,
     cut?: AbortSignal,
   ): Promise<number> {
-    const { config, sources, log } = this.#opts;
+    const { config, sources } = this.#opts;
     trackStatus(stores, result, obs.input.now);
     if (obs.input.observations.runtimeAvailable) {
       await trackSandboxes(stores, result, obs.running, {
@@ -442,7 +442,7 @@ export class Agent {
         failures: this.#failures,
       });
     }
-    return await recordAll(stores, report, this.#writes, log, cut);
+    return await recordAll(stores, report, this.#writes, cut);
   }
 
   #judgeStarts(stores: AgentStores, { obs, result, report }: Planned) {

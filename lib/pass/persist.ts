@@ -13,7 +13,6 @@ import type { RunningPod, RuntimeClient } from "../sources/cri.ts";
 import type { AgentStores, StoreName, Unrecorded } from "../store/agent_stores.ts";
 import { SANDBOX_CHECKPOINT_VERSION } from "../store/sandbox_checkpoint.ts";
 import { stateOfRecord, type StatusRecord } from "../store/status_record.ts";
-import type { Logger } from "../util/log.ts";
 import { desiredActions } from "./converge.ts";
 import { type PassReport, RECORD_OPS } from "./report.ts";
 import type { SourceFailureLog } from "./source_failures.ts";
@@ -115,14 +114,13 @@ function recordOp(u: Unrecorded): typeof RECORD_OPS[number] {
 
 /**
  * Writes what this pass (or an earlier one) left unrecorded. A record that cannot be written
- * is an error of the pass and is written again by the next one; they are logged in one line,
- * since a state dir that refuses one write usually refuses them all.
+ * is an error of the pass and is written again by the next one; they are said in one line
+ * (Writes.unrecorded).
  */
 export async function recordAll(
   stores: AgentStores,
   report: PassReport,
   writes: Writes,
-  log: Logger,
   cut?: AbortSignal,
 ): Promise<number> {
   const outcome = await stores.record(cut);
@@ -144,9 +142,8 @@ export async function recordAll(
     report.errors.push({ op: recordOp(u), id: u.key, message: u.error });
   }
   const keys = (store: StoreName) => unrecorded.filter((u) => u.store === store).map((u) => u.key);
-  log.error("state not recorded; it is written again on the next pass", {
+  writes.unrecorded(unrecorded[0].error, {
     path: unrecorded[0].path,
-    error: unrecorded[0].error,
     checkpoints: keys("status"),
     sandboxes: keys("sandboxes"),
   });

@@ -5,7 +5,7 @@
  */
 import type { Clock } from "../core/time.ts";
 import { mapConcurrent } from "../util/map_concurrent.ts";
-import type { Logger } from "../util/log.ts";
+import type { Fields, Logger } from "../util/log.ts";
 import { permissionOfError } from "../util/permission.ts";
 import { ProblemLog } from "./problem_log.ts";
 import type { AppliedAction, PassError, PassReport, WriteOp } from "./report.ts";
@@ -20,6 +20,9 @@ export type Outcome = Pick<PassReport, "applied" | "errors">;
  * refresh opens to the API server at once.
  */
 const CHECKPOINTS_IN_FLIGHT = 8;
+
+/** The key of the state dir's records among the failing writes. */
+const RECORDS = "records";
 
 export class Writes {
   /** A write that fails is said once, not at every pass that tries it again (a full disk). */
@@ -58,6 +61,22 @@ export class Writes {
         what: (e as { code?: string }).code ?? (e as Error).name,
       });
     }
+  }
+
+  /**
+   * The state dir refused records in this pass: said once while it refuses them, since a state
+   * dir that refuses one write usually refuses them all. `error`: the first refusal's.
+   */
+  unrecorded(error: string, fields: Fields) {
+    this.#failedThisPass.add(RECORDS);
+    this.#failing.there(RECORDS, {
+      level: "error",
+      msg: "state not recorded; it is written again on the next pass",
+      about: { op: RECORDS },
+      fields: { error, ...fields },
+      // The refusal, without the file it named.
+      what: error.split(": ")[0],
+    });
   }
 
   /**

@@ -62,6 +62,8 @@ Deno.test({
         assertEquals(said.checkpoints, PARENTS);
         assertEquals(said.path, join(stateDir, "status", "kube-system_kube-apiserver-7x2kq.json"));
         assert(String(said.error).includes("Read-only file system"), String(said.error));
+        // Said at error when it starts; the passes after say it again at debug only.
+        assertEquals(said.level, "error");
 
         await f.node.loseControlPlane();
         ({ report } = await passAfter(f, 5_000));
@@ -71,11 +73,13 @@ Deno.test({
         ({ report, said } = await passAfter(f, 5_000));
         assertEquals(report.errors.filter((e) => e.op === "sandbox-record").length, 3);
         assertEquals((said.sandboxes as string[]).length, 3);
+        assertEquals(said.level, "debug");
         assertEquals(f.stores.sandboxes.list().length, 3);
 
         await fs.readOnly(false);
         ({ report, said } = await passAfter(f, 5_000));
         assertEquals([report.errors, said], [[], undefined]);
+        assertEquals(f.log.find("write succeeds again").map((l) => l.op), ["records"]);
         assertEquals(report.applied.filter((a) => a.op === "sandbox-record").length, 3);
         const stored = await onDisk(stateDir);
         assertEquals(stored, held(f.stores));
