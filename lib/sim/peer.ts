@@ -264,6 +264,27 @@ function targetOf(url: string): string {
   return path < 0 ? "/" : url.slice(path);
 }
 
+/** The ports this process's peers hold, listening or stopped: never given to another peer. */
+const HELD_PORTS = new Set<number>();
+
+/**
+ * A peer's port, kept across stopListening and resumeListening as a restarted server keeps its
+ * own: below the kernel's ephemeral ports (Linux's default range starts at 32768; the real one,
+ * /proc/sys/net/ipv4/ip_local_port_range, is not readable under the demo's permissions), so that
+ * no outgoing connection (every connection a peer accepts makes one, to its inner server) can be
+ * given it while the peer is stopped: a port from the ephemeral range was, and the peer's
+ * resumeListening failed with EADDRINUSE.
+ */
+function heldPort(): number {
+  const [lowest, ephemeral] = [10_000, 32_768];
+  for (;;) {
+    const port = lowest + Math.floor(Math.random() * (ephemeral - lowest));
+    if (HELD_PORTS.has(port)) continue;
+    HELD_PORTS.add(port);
+    return port;
+  }
+}
+
 export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
   const host = options.host ?? "127.0.0.1";
   const requests: RecordedRequest[] = [];
@@ -394,13 +415,27 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
       socket.on("close", () => sockets.delete(socket));
       socket.on("error", () => socket.destroy());
     });
-    await new Promise<void>((resolve, reject) => {
-      created.once("error", reject);
-      created.listen(port, host, () => {
-        created.off("error", reject);
-        resolve();
+    const bind = (at: number) =>
+      new Promise<void>((resolve, reject) => {
+        created.once("error", reject);
+        created.listen(at, host, () => {
+          created.off("error", reject);
+          resolve();
+        });
       });
-    });
+    if (port !== 0) await bind(port);
+    else {
+      for (let attempt = 1;; attempt++) {
+        const at = heldPort();
+        try {
+          await bind(at);
+          break;
+        } catch (error) {
+          HELD_PORTS.delete(at);
+          if ((error as { code?: string }).code !== "EADDRINUSE" || attempt === 100) throw error;
+        }
+      }
+    }
     port = (created.address() as net.AddressInfo).port;
     server = created;
   }
@@ -441,6 +476,7 @@ export async function startSimPeer(options: SimPeerOptions): Promise<SimPeer> {
     close: async () => {
       await stopListening();
       await inner.shutdown();
+      HELD_PORTS.delete(port);
     },
   };
 }
