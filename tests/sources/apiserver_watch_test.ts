@@ -352,7 +352,11 @@ for (const transport of TRANSPORTS) {
       const missing = { kind: "secret", namespace: "kube-system", name: "nothing" } as const;
       client.watchObjects?.([secret, configMap, missing]);
       await until("all watched", () => server.watchesOpen() === 4);
-      await until("in sync", () => client.objectVersion?.(missing) === "absent");
+      // Every watch in sync, not only the last asked: their connections come in any order.
+      await until("in sync", () =>
+        client.objectVersion?.(missing) === "absent" &&
+        client.objectVersion?.(secret) !== undefined &&
+        client.objectVersion?.(configMap) !== undefined);
       // One watch for each secret, in whichever order their connections brought them.
       const secretWatches = server.requests.map((r) => r.target)
         .filter((t) => t.includes("secrets?") && t.includes("watch"))
