@@ -88,7 +88,7 @@ export async function runCommand(args: string[]): Promise<number> {
   const dryRun = extra["dry-run"] === true;
   if (dryRun && !once) throw new UsageError("--dry-run: only with --once");
   const adminListen = once ? undefined : parseListenAddress(config.adminListen);
-  const log = stderrLogger(config);
+  const log = await stderrLogger(config);
   const sources = await connectNode(config, {
     log,
     // A daemon watches the API server; a single pass asks it.

@@ -23,7 +23,7 @@ export async function snapshotCommand(args: string[]): Promise<number> {
       config,
       sources,
       clock: systemClock,
-      log: stderrLogger(config),
+      log: await stderrLogger(config),
     });
     const observation = await agent.observe(trackedFromDisk(config.stateDir));
     // Any pod of the node is in it, however deep it nests.

@@ -113,7 +113,7 @@ async function onDisk(config: Config, request: VerbRequest, why: string): Promis
         EXIT_FAILURE,
       );
     }
-    const log = stderrLogger(config);
+    const log = await stderrLogger(config);
     const stores = await AgentStores.open(config.stateDir, log);
     const result = await runVerb(config, stores, request, systemClock.now(), log);
     return { result, source: `the disk, under ${config.lockFile} (${why})` };

@@ -111,13 +111,18 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
  * service's stderr to in JOURNAL_STREAM (`device:inode`); a process whose stderr was redirected
  * since (a shell, `2>file`) inherits the variable but not the stream.
  */
-export function stderrIsJournal(journalStream = Deno.env.get("JOURNAL_STREAM")): boolean {
+export async function stderrIsJournal(
+  journalStream = Deno.env.get("JOURNAL_STREAM"),
+): Promise<boolean> {
   const match = /^(\d+):(\d+)$/.exec(journalStream ?? "");
   if (!match) return false;
   try {
-    // Deno has no fstat of a descriptor, and node:fs's, once imported, changes how the process
-    // fares out of descriptors (tests/admin/accept_errors_test.ts): /proc/self/fd/2, followed.
-    const stat = Deno.statSync("/proc/self/fd/2");
+    // Deno has no fstat of a descriptor, and lets a process read /proc/self/fd only with every
+    // permission, which the binary does not have: node:fs's fstat, which needs none. Imported
+    // only here, when there is a stream to compare: imported by every command, it changed how a
+    // process fares out of descriptors (tests/admin/accept_errors_test.ts).
+    const { fstatSync } = await import("node:fs");
+    const stat = fstatSync(2);
     return stat.dev === Number(match[1]) && stat.ino === Number(match[2]);
   } catch {
     return false;
@@ -130,8 +135,10 @@ export function stderrIsJournal(journalStream = Deno.env.get("JOURNAL_STREAM")):
  * glance and JSON's quotes and braces do not, and text there leaves the time out, since the
  * journal stamps every line itself; JSON elsewhere (a file, a pipe), for whatever reads it.
  */
-export function stderrLogger(settings: { logLevel: Level; logFormat: LogFormat }): Logger {
-  const journal = stderrIsJournal();
+export async function stderrLogger(
+  settings: { logLevel: Level; logFormat: LogFormat },
+): Promise<Logger> {
+  const journal = await stderrIsJournal();
   const format = settings.logFormat !== "auto"
     ? settings.logFormat
     : journal || Deno.stderr.isTerminal()

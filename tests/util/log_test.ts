@@ -10,6 +10,7 @@ import { createLogger, type LoggerOptions, textValue } from "../../lib/util/log.
 import { runCli } from "../helpers/cli.ts";
 import { withNode } from "../helpers/sim_node.ts";
 import { withTempDir } from "../helpers/temp_dir.ts";
+import { agentDenoFlags } from "../../scripts/permissions.ts";
 
 const NOW = new Date("2026-12-07T20:00:00.000Z");
 
@@ -106,7 +107,7 @@ Deno.test("priorities: each line starts with its syslog priority, in either form
 });
 
 /**
- * `ckpt-agent --once --dry-run` during an outage, after a pass made checkpoints, its stderr a file, JOURNAL_STREAM as systemd
+ * `ckpt-agent --once --dry-run` with the binary's flags during an outage, after a pass made checkpoints, its stderr a file, JOURNAL_STREAM as systemd
  * would set it (or naming another file, as a shell that redirected stderr would inherit it).
  */
 async function dryRunOutage(
@@ -122,7 +123,9 @@ async function dryRunOutage(
       // Checkpoints first, which the dry run would activate.
       assertEquals((await runCli(["--once", "--config", config])).code, 0);
       await node.loseControlPlane();
+      // With the binary's own permissions, under which Deno refuses every read of /proc.
       const r = await runCli(["--once", "--dry-run", "--config", config, ...flags], {
+        denoFlags: agentDenoFlags(),
         env: { JOURNAL_STREAM: journalStream(await Deno.stat(logFile), await Deno.stat(other)) },
         wrapper: ["/bin/sh", "-c", 'exec "$@" 2>>"$0"', logFile],
       });
