@@ -9,7 +9,6 @@
 import { basename, dirname, join } from "node:path";
 import { TEMP_MARKER } from "../core/checkpoint_layout.ts";
 import { MAX_NAME_BYTES } from "../core/ids.ts";
-import { equalBytes } from "../util/bytes.ts";
 
 export { TEMP_MARKER };
 
@@ -61,6 +60,11 @@ function bytesOf(data: Uint8Array | string): Uint8Array {
   return typeof data === "string" ? new TextEncoder().encode(data) : data;
 }
 
+export function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
 
 async function isCurrent(path: string, data: Uint8Array, opts: WriteOptions): Promise<boolean> {
   try {

@@ -25,10 +25,10 @@ import { check } from "../core/schema.ts";
 import {
   atomicLink,
   atomicWrite,
+  equalBytes,
   removeDurably,
   type WriteOutcome,
 } from "./atomic_write.ts";
-import { equalBytes } from "../util/bytes.ts";
 import { mapConcurrent } from "../util/map_concurrent.ts";
 import { ensureDir, removeIfEmpty, removeOwnTree } from "./dirs.ts";
 import { lstatOrUndefined, ParsedFiles } from "./verified_files.ts";

@@ -538,17 +538,9 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
       // pass's, in the native heap until a full GC.
       const decoder = new TextDecoder();
       const parts: string[] = [];
-      const decode = (bytes: Uint8Array[]) => {
-        for (const b of bytes) parts.push(decoder.decode(b, { stream: true }));
-      };
-      // The last valid answer's bytes, compared with the body's as they come (answer_memo.ts).
-      const reading = success ? get.memo?.read() : undefined;
       let size = 0;
       const settle = (answered: boolean) => {
         if (settled) return;
-        const kept = reading?.kept();
-        if (kept !== undefined) return finish(kept, answered);
-        if (reading) decode(reading.rest());
         parts.push(decoder.decode());
         const body = parts.join("");
         if (!success) {
@@ -556,13 +548,12 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
         } else {
           const contentType = String(response.headers["content-type"] ?? "none");
           const parse = () => parseBody(body, status, contentType, get.schema, fail);
-          finish(reading ? reading.answer(body, parse) : parse(), answered);
+          finish(get.memo ? get.memo.answer(body, parse) : parse(), answered);
         }
       };
       cutShort = () => {
         if (settled) return;
         if (!success) return settle(false);
-        if (reading) decode(reading.rest());
         parts.push(decoder.decode());
         const length = response.headers["content-length"];
         const of = length === undefined ? "" : ` of ${length}`;
@@ -579,7 +570,7 @@ export function getJson<T>(target: HttpTarget, get: JsonGet<T>): Promise<SourceR
         if (settled) return;
         size += chunk.length;
         if (size <= limit) {
-          decode(reading ? reading.take(chunk) : [chunk]);
+          parts.push(decoder.decode(chunk, { stream: true }));
         } else if (success) {
           finish(fail("bad-response", `body larger than ${limit} bytes`, status, "body too large"));
         } else {

@@ -17,8 +17,7 @@ import {
 import { parseValidId } from "../core/ids.ts";
 import { checkpointIdOf, isCheckpoint } from "../core/pod.ts";
 import { apiReferences } from "../core/sanitize.ts";
-import { TEMP_MARKER } from "../disk/atomic_write.ts";
-import { equalBytes } from "../util/bytes.ts";
+import { equalBytes, TEMP_MARKER } from "../disk/atomic_write.ts";
 import { type ManifestDir, type ManifestFile, readManifestDir } from "../disk/manifests.ts";
 import { type Check, type Finding, modeFinding } from "./check.ts";
 import { agentUid, pathExists } from "../disk/dirs.ts";
