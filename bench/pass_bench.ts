@@ -45,7 +45,8 @@ const { values: flags } = parseArgs({
     parents: { type: "string", default: "10,100,1000" },
     /** The daemon's window at rest, in which its CPU and API requests are counted. */
     "rest-seconds": { type: "string", default: "60" },
-    /** Between the daemon's first pass and the window at rest. */
+    /** Between the daemon's watches' set-up and the window at rest, at least; the window also
+     *  waits until two polls after the first refresh is due (bench/daemon_bench.ts). */
     "settle-seconds": { type: "string", default: "10" },
     "loss-rounds": { type: "string", default: "5" },
     /** Parents stopped at a random moment during an outage, one per round. */
